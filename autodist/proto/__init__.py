@@ -1,0 +1,1 @@
+"""Protocol buffer messages, generated from the top-level proto/ sources at install time."""
