@@ -1,0 +1,49 @@
+"""Sub-commands of the ``autodist`` command line, one module per command group.
+
+A command module exposes ``register(subparsers)``: it adds its parser(s) and
+sets ``handler=<function(args) -> exit status>`` with ``set_defaults``.
+``autodist.cli.COMMANDS`` lists the modules; adding a command is one entry there.
+
+Handlers import heavy dependencies (TensorFlow) inside their body, never at
+module level: every command module is imported to build the parser, and
+``autodist spec validate`` must stay TensorFlow-free and fast.
+
+Several modules may add actions to one group (``autodist spec validate`` here,
+``autodist spec from-slurm`` elsewhere) through :func:`command_group`.
+"""
+import sys
+
+from autodist.errors import AutoDistError
+
+__all__ = ["command_group", "report_error", "EXIT_USER_ERROR", "USER_ERRORS"]
+
+#: Exit status of a failure the user can fix (bad spec, missing file); argparse uses it too.
+EXIT_USER_ERROR = 2
+
+#: Exceptions reported as one line without a traceback; anything else is a bug.
+USER_ERRORS = (AutoDistError, OSError)
+
+
+def command_group(subparsers, name, help):
+    """The action registry of ``autodist <name> ...``, created on first use.
+
+    Returns the ``add_parser``-able object of the group, so that each module
+    registers its own actions without knowing which module created the group.
+    """
+    parser = subparsers.choices.get(name)
+    if parser is None:
+        parser = subparsers.add_parser(name, help=help, description=help)
+        # Stored on the parser itself: the parser is the group's only shared state.
+        parser.autodist_actions = parser.add_subparsers(
+            dest=name.replace("-", "_") + "_action", metavar="ACTION", required=True)
+    return parser.autodist_actions
+
+
+def report_error(exc, stream=None):
+    """Print ``autodist: error: <message>`` for a user error, on one line."""
+    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+        message = "cannot read {}: {}".format(exc.filename, exc.strerror)
+    else:
+        message = str(exc)
+    message = " ".join(message.splitlines()) or type(exc).__name__
+    print("autodist: error: " + message, file=stream or sys.stderr)
