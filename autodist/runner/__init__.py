@@ -1,0 +1,42 @@
+"""The launch layer: run argv lists on the job's nodes, locally or over SSH.
+
+    runner = SSHRunner(address, spec.ssh_config_map[address])   # or LocalRunner()
+    preflight([runner], local_versions())                       # all hosts, in parallel
+    handle = runner.run(["python", "train.py"], env={...}, cwd=workdir)
+    ...handle.poll() / handle.wait(5) / handle.terminate() / handle.failure()
+
+Modules: ``shell`` (the only place that builds remote shell text), ``base``
+(``Runner``, ``ProcessHandle``), ``local``, ``ssh`` (+ ``hostkeys``),
+``preflight``, ``jobs`` (job ids, working directories, ports) and
+``recording`` (a fake runner for tests).  Names are loaded on first use, so
+importing this package does not import paramiko.
+"""
+import importlib
+
+__all__ = [
+    "Runner", "ProcessHandle", "CONNECTION_LOST", "capture",
+    "LocalRunner", "SSHRunner", "RecordingRunner",
+    "UnknownHostKeyError", "HostKeyChangedError",
+    "preflight", "local_versions",
+    "new_job_id", "job_workdir", "free_port", "free_ports",
+]
+
+_LAZY = {
+    "Runner": "base", "ProcessHandle": "base", "CONNECTION_LOST": "base", "capture": "base",
+    "LocalRunner": "local", "SSHRunner": "ssh", "RecordingRunner": "recording",
+    "UnknownHostKeyError": "hostkeys", "HostKeyChangedError": "hostkeys",
+    "preflight": "preflight", "local_versions": "preflight",
+    "new_job_id": "jobs", "job_workdir": "jobs", "free_port": "jobs", "free_ports": "jobs",
+}
+
+
+def __getattr__(name):
+    if name not in _LAZY:
+        raise AttributeError("module 'autodist.runner' has no attribute '{}'".format(name))
+    value = getattr(importlib.import_module("autodist.runner." + _LAZY[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

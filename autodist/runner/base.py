@@ -1,0 +1,231 @@
+"""The narrow interface the coordinator launches through.
+
+A ``Runner`` is one node: ``run(argv, env, cwd) -> ProcessHandle`` plus the few
+file operations a job needs (``copy``, ``makedirs``, ``remove_tree``).  The
+local and SSH implementations behave the same way, and tests swap in
+``RecordingRunner``.
+
+Every started process leads its own process group.  ``ProcessHandle`` reports
+exit codes in the shell's convention, which is also what SSH delivers: the
+exit status, or ``128 + N`` when a signal N ended the process;
+``CONNECTION_LOST`` (255, like ``ssh`` itself) when the connection to the node
+dropped before an exit status arrived.
+"""
+import abc
+import codecs
+import collections
+import os
+import sys
+import threading
+import time
+
+from autodist.errors import RemoteWorkerError
+
+__all__ = ["Runner", "ProcessHandle", "OutputPump", "capture", "wait_until", "write_line",
+           "DISCARD", "CONNECTION_LOST", "MAX_TAIL_LINES"]
+
+CONNECTION_LOST = 255
+MAX_TAIL_LINES = 1000
+
+# One lock for every sink write, so lines of different nodes never interleave
+# within a line.
+_SINK_LOCK = threading.Lock()
+
+
+class _Discard:
+    """A sink that drops every line (the handle still keeps its tail)."""
+
+    def write(self, text):
+        return len(text)
+
+    def flush(self):
+        pass
+
+
+DISCARD = _Discard()
+
+
+def write_line(name, sink, line):
+    """Write ``[name] line`` to ``sink`` (None: the current ``sys.stdout``)."""
+    sink = sink if sink is not None else sys.stdout
+    with _SINK_LOCK:
+        sink.write("[{}] {}\n".format(name, line))
+        sink.flush()
+
+
+class OutputPump:
+    """Splits a byte stream into lines and fans them out.
+
+    Each complete line goes to ``intercept`` first (which may swallow it, e.g.
+    the pgid marker), then to the sink as ``[name] line`` and to ``log_path``
+    as is, and into a bounded buffer that ``tail`` reads.  ``sink=None`` means
+    whatever ``sys.stdout`` is at the time of writing.
+    """
+
+    def __init__(self, name, sink=None, log_path=None, intercept=None):
+        self.name = name
+        self._sink = sink
+        self._intercept = intercept
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._partial = ""
+        self._lines = collections.deque(maxlen=MAX_TAIL_LINES)
+        self._lock = threading.Lock()
+        self._log = None
+        if log_path is not None:
+            parent = os.path.dirname(os.path.abspath(log_path))
+            os.makedirs(parent, exist_ok=True)
+            self._log = open(log_path, "a", encoding="utf-8")
+
+    def feed(self, data):
+        text = self._decoder.decode(data)
+        with self._lock:
+            text = self._partial + text
+            *complete, self._partial = text.split("\n")
+            for line in complete:
+                self._emit(line.rstrip("\r"))
+
+    def close(self):
+        """Flush a last unterminated line and close the log file; idempotent."""
+        with self._lock:
+            rest = self._partial + self._decoder.decode(b"", final=True)
+            self._partial = ""
+            if rest:
+                self._emit(rest.rstrip("\r"))
+            if self._log is not None:
+                self._log.close()
+                self._log = None
+
+    def _emit(self, line):
+        if self._intercept is not None and self._intercept(line):
+            return
+        self._lines.append(line)
+        if self._log is not None:
+            self._log.write(line + "\n")
+            self._log.flush()
+        write_line(self.name, self._sink, line)
+
+    def tail(self, n=20):
+        with self._lock:
+            lines = list(self._lines)
+        return "\n".join(lines[-n:] if n > 0 else [])
+
+
+class ProcessHandle(abc.ABC):
+    """A process started by a runner, leader of its own process group.
+
+    ``pid == pgid``; on an SSH node both are the remote ids, known once the
+    process has announced them (None before).  ``poll``/``wait`` return the
+    exit code described in the module docstring; after a dropped connection
+    that is ``CONNECTION_LOST`` and ``connection_lost`` is True.  ``terminate``
+    only ever signals this process's group, is idempotent, and returns the
+    final exit code (None if the process could not be confirmed dead).
+    """
+
+    name = ""
+    pid = None
+    pgid = None
+    connection_lost = False
+
+    def __init__(self, name, argv, pump):
+        self.name = name
+        self.argv = list(argv)
+        self._pump = pump
+
+    @abc.abstractmethod
+    def poll(self):
+        """The exit code, or None while the process runs."""
+
+    @abc.abstractmethod
+    def wait(self, timeout=None):
+        """Wait up to ``timeout`` seconds (None: until exit); the exit code or None."""
+
+    @abc.abstractmethod
+    def terminate(self, grace=5.0):
+        """TERM the process group, KILL it after ``grace`` seconds."""
+
+    def tail(self, n=20):
+        """The last ``n`` lines of output (the pgid marker excluded)."""
+        return self._pump.tail(n)
+
+    def failure(self, reason=""):
+        """A ``RemoteWorkerError`` describing how this process ended."""
+        code = self.poll()
+        if not reason and self.connection_lost:
+            reason = "lost its connection (exit code {})".format(code)
+        return RemoteWorkerError(self.name, exit_code=code, log_tail=self.tail(), reason=reason)
+
+    def __repr__(self):
+        return "<{} {} pid={} pgid={} code={}>".format(
+            type(self).__name__, self.name, self.pid, self.pgid, self.poll())
+
+
+class Runner(abc.ABC):
+    """One node of the job.  ``name`` prefixes its output lines.
+
+    Paths are the node's paths; on a remote node ``~/`` means the remote home.
+    ``log_path`` of ``run`` is a file on the machine running the runner (the
+    chief), where that process's output is appended.
+    """
+
+    name = ""
+    python_venv = None
+
+    def connect(self):
+        """Make sure the node is reachable; raises ``LaunchError`` with the reason."""
+
+    @abc.abstractmethod
+    def run(self, argv, env=None, cwd=None, log_path=None, sink=None):
+        """Start ``argv`` in its own process group; returns a ``ProcessHandle``."""
+
+    @abc.abstractmethod
+    def copy(self, local_src, remote_dst):
+        """Copy a local file or directory tree to ``remote_dst`` on the node."""
+
+    @abc.abstractmethod
+    def makedirs(self, path):
+        """Create ``path`` and its parents on the node (no error if it exists)."""
+
+    @abc.abstractmethod
+    def remove_tree(self, path):
+        """Remove ``path`` recursively on the node (no error if it is missing)."""
+
+    def close(self):
+        """Release connections.
+
+        Local processes are not touched; remote ones end with the connection
+        they were started through (see ``shell``), so terminate first.
+        """
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __repr__(self):
+        return "<{} {}>".format(type(self).__name__, self.name)
+
+
+def capture(runner, argv, timeout, env=None, cwd=None):
+    """Run ``argv`` quietly on ``runner``; ``(exit_code, output)``.
+
+    The exit code is None if the command did not finish within ``timeout``
+    seconds, in which case it has been terminated.  Output is the last
+    ``MAX_TAIL_LINES`` lines.
+    """
+    handle = runner.run(argv, env=env, cwd=cwd, sink=DISCARD)
+    code = handle.wait(timeout=max(timeout, 0.0))
+    if code is None:
+        handle.terminate(grace=1.0)
+    return code, handle.tail(MAX_TAIL_LINES)
+
+
+def wait_until(predicate, timeout, interval=0.05):
+    """Poll ``predicate`` until true or ``timeout`` seconds; its last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() >= deadline:
+            return value
+        time.sleep(interval)

@@ -1,0 +1,96 @@
+"""jobs: two jobs on one host never share an id, a directory, a port or a process."""
+import io
+import os
+import socket
+import sys
+
+import pytest
+
+from autodist.errors import LaunchError
+from autodist.runner.jobs import free_port, free_ports, job_workdir, new_job_id
+from autodist.runner.local import LocalRunner
+from autodist.runner.recording import RecordingRunner
+from autodist.runner.ssh import SSHRunner
+
+# A stand-in for a job's TF server: holds its port and prints when ready.
+SERVER = ("import socket, sys, time; s = socket.socket(); s.bind(('', int(sys.argv[1]))); "
+          "s.listen(); print('listening', flush=True); time.sleep(300)")
+
+
+def test_job_ids_are_unique_and_well_formed():
+    ids = {new_job_id() for _ in range(2000)}
+    assert len(ids) == 2000
+    for job_id in list(ids)[:20]:
+        assert job_workdir("/base", job_id) == "/base/job-" + job_id
+
+
+@pytest.mark.parametrize("bad", ["", "../x", "20250101-120000-zzzzzzzz", "a/b", None])
+def test_job_workdir_accepts_only_real_job_ids(bad):
+    with pytest.raises(ValueError):
+        job_workdir("/base", bad)
+
+
+def test_local_free_ports_are_distinct_bindable_and_respect_exclude():
+    ports = free_ports(LocalRunner(), count=5)
+    assert len(set(ports)) == 5
+    with socket.socket() as s:
+        s.bind(("", ports[0]))
+    again = free_ports(None, count=3, exclude=ports)
+    assert not set(again) & set(ports)
+    assert isinstance(free_port(), int)
+
+
+def test_free_ports_reports_a_broken_node():
+    runner = RecordingRunner("node", behaviour=lambda call: (127, "python3: not found"))
+    with pytest.raises(LaunchError, match="python3: not found"):
+        free_ports(runner, count=2)
+    with pytest.raises(ValueError):
+        free_ports(None, count=0)
+
+
+@pytest.mark.ssh
+def test_remote_free_ports_come_from_the_node(sshd):
+    with SSHRunner(sshd.host, sshd.config()) as runner:
+        ports = free_ports(runner, count=3, python=sys.executable)
+    assert len(set(ports)) == 3 and all(1024 <= p < 65536 for p in ports)
+
+
+@pytest.mark.ssh
+@pytest.mark.slow
+def test_two_jobs_on_one_host_do_not_collide(sshd, tmp_path, group_pids, poll_until):
+    runner_a = SSHRunner(sshd.host, sshd.config(), sink=io.StringIO())
+    runner_b = SSHRunner(sshd.host, sshd.config(), sink=io.StringIO())
+    handles = []
+    try:
+        jobs = {}
+        for runner in (runner_a, runner_b):
+            job_id = new_job_id()
+            workdir = job_workdir(str(tmp_path), job_id)
+            runner.makedirs(workdir)
+            port = free_port(runner, exclude=[j["port"] for j in jobs.values()],
+                             python=sys.executable)
+            handle = runner.run([sys.executable, "-c", SERVER, str(port)], cwd=workdir,
+                                env={"AUTODIST_JOB": job_id})
+            handles.append(handle)
+            jobs[job_id] = {"runner": runner, "workdir": workdir, "port": port, "handle": handle}
+        assert len(jobs) == 2
+        a, b = jobs.values()
+        assert a["workdir"] != b["workdir"] and a["port"] != b["port"]
+        assert poll_until(lambda: all("listening" in j["handle"].tail() for j in (a, b)), 20)
+        assert a["handle"].pgid != b["handle"].pgid
+
+        a["handle"].terminate(grace=2.0)
+        a["runner"].remove_tree(a["workdir"])
+        assert poll_until(lambda: not group_pids(a["handle"].pgid))
+        assert not os.path.exists(a["workdir"])
+        # Job B is untouched: still running, its group intact, its directory there.
+        assert b["handle"].poll() is None and group_pids(b["handle"].pgid)
+        assert os.path.isdir(b["workdir"])
+        with socket.socket() as probe:
+            probe.connect(("127.0.0.1", b["port"]))
+    finally:
+        for handle in handles:
+            handle.terminate(grace=1.0)
+        runner_a.close()
+        runner_b.close()
+    assert all(not group_pids(h.pgid) for h in handles if h.pgid)
