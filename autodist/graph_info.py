@@ -1,0 +1,190 @@
+"""Info: the variables, table initializers and savers a GraphItem tracks.
+
+Info replaces the graph's collections: it keeps ``VariableDef`` and
+``SaverDef`` protos and op names, so it is independent of any one ``tf.Graph``
+and survives copies and serialization; ``restore_collections`` puts it back
+into the collections of a graph.
+"""
+import copy as _copy
+
+import tensorflow as tf
+from tensorflow.core.framework import variable_pb2
+from tensorflow.core.protobuf import saver_pb2
+
+__all__ = ["Info", "op_name", "variable_handle", "tf_variable"]
+
+
+def op_name(x):
+    """The op name of an op, a tensor, a variable or a name ("W:0" -> "W")."""
+    if isinstance(x, str):
+        return x.split(":")[0] if not x.startswith("^") else x[1:]
+    if isinstance(x, tf.Operation):
+        return x.name
+    return variable_handle(x).op.name
+
+
+def tf_variable(var):
+    """The ``tf.Variable`` behind a variable-like object (Keras 3 variables wrap one)."""
+    if isinstance(var, tf.Variable):
+        return var
+    inner = getattr(var, "value", None)
+    if isinstance(inner, tf.Variable):
+        return inner
+    raise TypeError("expected a tf.Variable or a Keras variable, got {!r}".format(type(var).__name__))
+
+
+def variable_handle(target):
+    """The tensor that names a variable in the graph: the resource handle ("W:0")."""
+    if isinstance(target, tf.Tensor):
+        return target
+    handle = getattr(target, "handle", None)
+    if isinstance(handle, tf.Tensor):
+        return handle
+    ref = getattr(target, "_ref", None)
+    if callable(ref):  # tf1 reference variables
+        return ref()
+    raise TypeError("cannot find the graph tensor of variable {!r}".format(target))
+
+
+def _name(x):
+    return x if isinstance(x, str) else x.name
+
+
+def _full_name(var_name):
+    return var_name if ":" in var_name else var_name + ":0"
+
+
+class Info:
+    """Stores useful variable tracking information.
+
+    In essence, replaces collections, and this way we don't have to deal with
+    MetaGraphs. ``variables`` holds ``VariableDef`` protos,
+    ``table_initializers`` op names and ``savers`` ``SaverDef`` protos.
+    """
+
+    def __init__(self):
+        self.variables = []
+        self.table_initializers = []
+        self.savers = []
+
+    @property
+    def initializers(self):
+        """Names of the variable initializer ops followed by the table initializers."""
+        return [v.initializer_name for v in self.variables] + list(self.table_initializers)
+
+    @property
+    def trainable_variables(self):
+        return [v for v in self.variables if v.trainable]
+
+    @property
+    def untrainable_variables(self):
+        return [v for v in self.variables if not v.trainable]
+
+    def pop_variable(self, var_name):
+        """Remove and return the ``VariableDef`` named ``var_name`` ("W" or "W:0"), or None."""
+        name = _full_name(var_name)
+        for i, var_def in enumerate(self.variables):
+            if var_def.variable_name == name:
+                return self.variables.pop(i)
+        return None
+
+    def update_variables(self, variables, replace=True, trainable_names=None):
+        """Insert variables (``tf.Variable``, Keras variables or ``VariableDef``).
+
+        With ``replace`` the list is overwritten; otherwise entries are added,
+        and an entry with the name of an existing one replaces it.
+        ``trainable_names``, when given, decides the ``trainable`` flag (the
+        TRAINABLE_VARIABLES collection is what TensorFlow optimizers use).
+        """
+        defs = [self._to_def(v, trainable_names) for v in variables]
+        if replace:
+            self.variables = []
+        index = {d.variable_name: i for i, d in enumerate(self.variables)}
+        for var_def in defs:
+            if var_def.variable_name in index:
+                self.variables[index[var_def.variable_name]] = var_def
+            else:
+                index[var_def.variable_name] = len(self.variables)
+                self.variables.append(var_def)
+
+    @staticmethod
+    def _to_def(var, trainable_names):
+        if isinstance(var, variable_pb2.VariableDef):
+            return _copy.deepcopy(var)
+        var = tf_variable(var)
+        with var.graph.as_default():  # to_proto refuses to run eagerly
+            var_def = var.to_proto()
+        if trainable_names is not None:
+            var_def.trainable = var.name in trainable_names
+        return var_def
+
+    def update_table_initializers(self, table_initializers, replace=True):
+        """Insert table initializers (ops or op names)."""
+        names = [_name(t) for t in table_initializers]
+        if replace:
+            self.table_initializers = []
+        self.table_initializers.extend(n for n in names if n not in self.table_initializers)
+
+    def update_savers(self, savers, replace=True):
+        """Insert savers (``tf.compat.v1.train.Saver`` objects or ``SaverDef`` protos)."""
+        defs = [_copy.deepcopy(s if isinstance(s, saver_pb2.SaverDef) else s.saver_def) for s in savers]
+        if replace:
+            self.savers = []
+        self.savers.extend(defs)
+
+    def copy(self):
+        """A deep copy."""
+        other = Info()
+        other.variables = [_copy.deepcopy(v) for v in self.variables]
+        other.table_initializers = list(self.table_initializers)
+        other.savers = [_copy.deepcopy(s) for s in self.savers]
+        return other
+
+    # -- graph binding ---------------------------------------------------------------
+    @staticmethod
+    def variable_from_def(var_def, graph):
+        """The Python variable for ``var_def`` in ``graph``.
+
+        The user's own variable object is returned when the graph's collections
+        hold it; otherwise one is rebuilt from the proto (no ops are created).
+        """
+        for key in (tf.compat.v1.GraphKeys.GLOBAL_VARIABLES, tf.compat.v1.GraphKeys.LOCAL_VARIABLES):
+            for var in graph.get_collection(key):
+                if var.name == var_def.variable_name:
+                    return var
+        from tensorflow.python.ops import ref_variable, resource_variable_ops
+        with graph.as_default():
+            if var_def.is_resource:
+                return resource_variable_ops.ResourceVariable(variable_def=var_def)
+            return ref_variable.RefVariable(variable_def=var_def)
+
+    def restore_collections(self, graph):
+        """Put variables, table initializers and savers back into ``graph``'s collections."""
+        keys = tf.compat.v1.GraphKeys
+        present = {v.name for v in graph.get_collection(keys.GLOBAL_VARIABLES)}
+        trainable_present = {v.name for v in graph.get_collection(keys.TRAINABLE_VARIABLES)}
+        for var_def in self.variables:
+            var = self.variable_from_def(var_def, graph)
+            if var.name not in present:
+                graph.add_to_collection(keys.GLOBAL_VARIABLES, var)
+            if var_def.trainable and var.name not in trainable_present:
+                graph.add_to_collection(keys.TRAINABLE_VARIABLES, var)
+        existing = {op.name for op in graph.get_collection(keys.TABLE_INITIALIZERS)}
+        for name in self.table_initializers:
+            if name not in existing:
+                graph.add_to_collection(keys.TABLE_INITIALIZERS, graph.get_operation_by_name(name))
+        if self.savers and not graph.get_collection(keys.SAVERS):
+            with graph.as_default():
+                for saver_def in self.savers:
+                    graph.add_to_collection(keys.SAVERS, tf.compat.v1.train.Saver(saver_def=saver_def))
+
+    def __eq__(self, other):
+        if not isinstance(other, Info):
+            return NotImplemented
+        return (self.variables == other.variables and self.table_initializers == other.table_initializers
+                and self.savers == other.savers)
+
+    def __repr__(self):
+        return "<Info: {} variables ({} trainable), {} table initializers, {} savers>".format(
+            len(self.variables), len(self.trainable_variables), len(self.table_initializers),
+            len(self.savers))

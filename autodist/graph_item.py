@@ -1,0 +1,446 @@
+"""GraphItem: a TensorFlow graph plus what distribution needs to know about it.
+
+A GraphItem wraps a ``tf.Graph`` (or a GraphDef imported into a new one) and
+records, by name, everything the planner and the kernels need and the graph
+itself does not say:
+
+- the (gradient, target variable) pairs, dense or ``tf.IndexedSlices``, and the
+  op that applies each gradient to its variable;
+- the optimizer that was constructed (class and constructor arguments);
+- ``Info``: the variables (as ``VariableDef`` protos), table initializers and
+  savers, which replace the graph's collections so that no MetaGraph is needed.
+
+Everything is kept by *name*, so a GraphItem survives copies of its graph and
+serialization. Derived views (``var_op_name_to_grad_info`` and friends) are
+cached and the cache is keyed on ``graph.version`` and on the item's own
+record version, so they stay correct when the graph or the records change and
+nobody has to toggle a flag.
+"""
+import contextlib
+import dataclasses
+import functools
+import threading
+
+import tensorflow as tf
+
+from autodist.errors import GraphItemError
+from autodist.graph_info import Info, op_name, variable_handle
+from autodist.graph_item_io import read_graph_item, write_graph_item
+
+__all__ = [
+    "cached_property",
+    "get_default_graph_item",
+    "wrap_optimizer_init",
+    "wrap_optimizer_apply_gradient",
+    "Info",
+    "GraphItem",
+]
+
+# Op types that write a variable: optimizer updates and assignments.
+_WRITE_OP_TYPES = frozenset({
+    "AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp",
+    "Assign", "AssignAdd", "AssignSub",
+})
+_WRITE_OP_PREFIXES = ("ResourceApply", "ResourceSparseApply", "ResourceScatter",
+                      "Apply", "SparseApply", "Scatter")
+
+
+_RESTORE_OP_TYPES = frozenset({"RestoreV2", "Restore", "RestoreSlice"})
+
+
+def is_variable_write(op):
+    """Whether ``op`` writes the variable it receives as its first input."""
+    return op.type in _WRITE_OP_TYPES or op.type.startswith(_WRITE_OP_PREFIXES)
+
+
+def is_checkpoint_restore(op):
+    """Whether a variable write assigns a value read from a checkpoint (a Saver's restore)."""
+    if len(op.inputs) < 2:
+        return False
+    source = op.inputs[1].op
+    while source.type == "Identity" and source.inputs:
+        source = source.inputs[0].op
+    return source.type in _RESTORE_OP_TYPES
+
+
+def is_update_candidate(op, initializers):
+    """A variable write that is neither an initializer nor a checkpoint restore."""
+    return is_variable_write(op) and op.name not in initializers and not is_checkpoint_restore(op)
+
+
+def cached_property(fn, *args, **kwargs):
+    """Decorator to make a function a "cached property".
+
+    The value is computed on first access and cached on the instance. When the
+    instance defines ``_cache_key()``, the cached value is only reused while
+    that key is unchanged (GraphItem keys it on the graph's version and its
+    own record version), so caches never go stale.
+    """
+    name = fn.__name__
+
+    @functools.wraps(fn)
+    def getter(self):
+        key = self._cache_key() if hasattr(self, "_cache_key") else None
+        cache = self.__dict__.setdefault("_property_cache", {})
+        hit = cache.get(name)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        value = fn(self, *args, **kwargs)
+        cache[name] = (key, value)
+        return value
+
+    return property(getter)
+
+
+_default = threading.local()
+
+
+def _stack():
+    if not hasattr(_default, "items"):
+        _default.items = []
+    return _default.items
+
+
+def get_default_graph_item():
+    """The GraphItem of the innermost ``as_default()`` scope of this thread, or None."""
+    stack = _stack()
+    return stack[-1] if stack else None
+
+
+def wrap_optimizer_init(fn):
+    """Wrap an optimizer's ``__init__`` to record its class and arguments.
+
+    Only the outermost constructor call of a class hierarchy is recorded (a
+    subclass calling ``super().__init__`` is one construction), in the default
+    GraphItem, if there is one.
+    """
+    from autodist import capture
+    return capture.wrap_init(fn)
+
+
+def wrap_optimizer_apply_gradient(fn):
+    """Wrap an optimizer's ``apply_gradients`` to record (gradient, variable) pairs.
+
+    Works for ``tf.compat.v1.train`` optimizers and Keras 3 optimizers (whose
+    graph-mode updates it also orders; see ``autodist.capture``).
+    """
+    from autodist import capture
+    return capture.wrap_apply(fn)
+
+
+@dataclasses.dataclass(frozen=True)
+class GradRecord:
+    """A (gradient, target) pair by tensor names; sparse gradients keep their parts."""
+
+    target: str
+    grad: str = ""
+    indices: str = ""
+    values: str = ""
+    dense_shape: str = ""
+    update_op: str = ""
+
+    @property
+    def is_sparse(self):
+        return bool(self.indices)
+
+
+def _grad_record(grad, target, update_op=None):
+    target_name = variable_handle(target).name
+    update_name = "" if update_op is None else op_name(update_op)
+    if isinstance(grad, tf.IndexedSlices):
+        shape = grad.dense_shape.name if grad.dense_shape is not None else ""
+        return GradRecord(target=target_name, indices=grad.indices.name, values=grad.values.name,
+                          dense_shape=shape, update_op=update_name)
+    if isinstance(grad, tf.Tensor):
+        return GradRecord(target=target_name, grad=grad.name, update_op=update_name)
+    raise TypeError("gradient for variable '{}' must be a tf.Tensor or tf.IndexedSlices, got {!r}"
+                    .format(target_name, type(grad).__name__))
+
+
+class GraphItem:
+    """GraphItem is a TensorFlow Graph wrapper.
+
+    It represents the states in-between consecutive kernel graph
+    transformations. Construct it with a ``tf.Graph`` or a ``GraphDef``.
+    """
+
+    def __init__(self, graph=None, graph_def=None):
+        if graph is not None and graph_def is not None:
+            raise ValueError("GraphItem takes a graph or a graph_def, not both")
+        if graph_def is not None:
+            graph = tf.Graph()
+            with graph.as_default():
+                tf.compat.v1.import_graph_def(graph_def, name="")
+        elif graph is None:
+            graph = tf.Graph()
+        elif not isinstance(graph, tf.Graph):
+            raise TypeError("GraphItem(graph=...) expects a tf.Graph, got {!r}".format(type(graph).__name__))
+        self._graph = graph
+        self._records = {}  # target tensor name -> GradRecord, in insertion order
+        self._record_version = 0
+        self.optimizer = None
+        self.optimizer_args = ()
+        self.optimizer_kwargs = {}
+        self.info = Info()
+
+    def _cache_key(self):
+        return self._graph.version, self._record_version
+
+    def _touch(self):
+        self._record_version += 1
+
+    # -- compatibility flags -------------------------------------------------------
+    def set_optimize(self):
+        """Start a loop of synchronizer apply.
+
+        Kept for AutoDist compatibility. Queries are cached on the graph's
+        version, so there is nothing to switch on: results never depend on
+        whether this was called.
+        """
+
+    def reset_optimize(self):
+        """End a loop of synchronizer apply (see ``set_optimize``)."""
+
+    # -- variables -----------------------------------------------------------------
+    def get_trainable_variables(self):
+        """Variables that need to be synchronized if doing data parallelism."""
+        return list(self.trainable_var_op_to_var.values())
+
+    def get_all_variables(self):
+        """All variables in this graph item, trainable or not."""
+        with self._graph.as_default():
+            return [self.info.variable_from_def(d, self._graph) for d in self.info.variables]
+
+    @cached_property
+    def trainable_var_op_to_var(self):
+        """Mapping from trainable variable ops (e.g. VarHandleOps) to the Variables."""
+        result = {}
+        with self._graph.as_default():
+            for var_def in self.info.trainable_variables:
+                var = self.info.variable_from_def(var_def, self._graph)
+                result[var.op] = var
+        return result
+
+    # -- default scope -------------------------------------------------------------
+    @contextlib.contextmanager
+    def as_default(self):
+        """A context in which this item (and its graph) is the default."""
+        stack = _stack()
+        with self._graph.as_default():
+            stack.append(self)
+            try:
+                yield self
+            finally:
+                stack.remove(self)
+
+    # -- optimizer and gradient records -------------------------------------------
+    def extend_optimizer_info(self, optimizer, *args, **kwargs):
+        """Record the optimizer (a class or an instance) and its constructor arguments."""
+        self.optimizer = optimizer if isinstance(optimizer, type) else type(optimizer)
+        self.optimizer_args = tuple(args)
+        self.optimizer_kwargs = dict(kwargs)
+
+    def extend_gradient_info(self, grads, targets, update_ops=None):
+        """Add (gradient, target variable) pairs; ``update_ops`` optionally gives the applying ops."""
+        grads, targets = list(grads), list(targets)
+        updates = [None] * len(grads) if update_ops is None else list(update_ops)
+        if not len(grads) == len(targets) == len(updates):
+            raise ValueError("extend_gradient_info: {} gradients, {} targets and {} update ops must "
+                             "have the same length".format(len(grads), len(targets), len(updates)))
+        for grad, target, update in zip(grads, targets, updates):
+            record = _grad_record(grad, target, update)
+            self._records[record.target] = record
+        self._touch()
+
+    def extend_gradient_info_by_names(self, grads, targets):
+        """Add (gradient, target) pairs given by tensor names of this item's graph."""
+        graph = self._graph
+        resolved_grads = [graph.get_tensor_by_name(g) if isinstance(g, str) else g for g in grads]
+        resolved_targets = [graph.get_tensor_by_name(t) if isinstance(t, str) else t for t in targets]
+        self.extend_gradient_info(resolved_grads, resolved_targets)
+
+    def add_grad_records(self, records):
+        """Add ``GradRecord`` entries as they are (used by copies and deserialization)."""
+        for record in records:
+            self._records[record.target] = record
+        self._touch()
+
+    def pop_gradient_info(self, var_name):
+        """Remove the pair whose target is ``var_name`` ("W" or "W:0"); returns its GradRecord."""
+        name = var_name if ":" in var_name else var_name + ":0"
+        if name not in self._records:
+            raise KeyError("no gradient recorded for variable '{}'".format(var_name))
+        record = self._records.pop(name)
+        self._touch()
+        return record
+
+    def copy_gradient_info_from(self, other):
+        """Copy the gradient records (and optimizer info) of another GraphItem."""
+        self._records = dict(other._records)
+        self.optimizer = other.optimizer
+        self.optimizer_args = tuple(other.optimizer_args)
+        self.optimizer_kwargs = dict(other.optimizer_kwargs)
+        self._touch()
+
+    @property
+    def grad_records(self):
+        """The gradient records, by name, in insertion order."""
+        return list(self._records.values())
+
+    # -- graph views ---------------------------------------------------------------
+    @property
+    def graph(self):
+        """The ``tf.Graph`` associated with this GraphItem."""
+        return self._graph
+
+    def _grad_of(self, record):
+        get = self._graph.get_tensor_by_name
+        if record.is_sparse:
+            shape = get(record.dense_shape) if record.dense_shape else None
+            return tf.IndexedSlices(values=get(record.values), indices=get(record.indices),
+                                    dense_shape=shape)
+        return get(record.grad)
+
+    @cached_property
+    def grad_target_name_pairs(self):
+        """List of (gradient name, target name) pairs; sparse gradients give (indices, values) names."""
+        return [((r.indices, r.values) if r.is_sparse else r.grad, r.target)
+                for r in self._records.values()]
+
+    @cached_property
+    def grad_target_pairs(self):
+        """List of (gradient, target tensor) pairs."""
+        get = self._graph.get_tensor_by_name
+        return [(self._grad_of(r), get(r.target)) for r in self._records.values()]
+
+    @cached_property
+    def all_update_ops(self):
+        """Every op that writes a variable, except variable and table initializers."""
+        skip = set(self.info.initializers) | self._creation_initializers()
+        return [op for op in self._graph.get_operations() if is_update_candidate(op, skip)]
+
+    def _creation_initializers(self):
+        graph = self._graph
+        names = set()
+        for key in (tf.compat.v1.GraphKeys.GLOBAL_VARIABLES, tf.compat.v1.GraphKeys.LOCAL_VARIABLES):
+            for var in graph.get_collection(key):
+                initializer = getattr(var, "initializer", None)
+                if initializer is not None:
+                    names.add(initializer.name)
+        return names
+
+    @cached_property
+    def var_op_name_to_grad_info(self):
+        """A mapping from VarHandleOp name (e.g. "W" not "W:0") to its (grad, var, update_op) tuple."""
+        initializers = set(self.info.initializers) | self._creation_initializers()
+        result = {}
+        get = self._graph.get_tensor_by_name
+        for record in self._records.values():
+            target = get(record.target)
+            update = self._update_op_of(record, target, initializers)
+            result[target.op.name] = (self._grad_of(record), target, update)
+        return result
+
+    @property
+    def var_op_name_to_grad_info_v2(self):
+        """Same answer as ``var_op_name_to_grad_info`` (kept for AutoDist compatibility).
+
+        AutoDist's v2 relied on callers toggling ``set_optimize`` and marking
+        queried variables; here both share one cache keyed on the graph version.
+        """
+        return self.var_op_name_to_grad_info
+
+    def _update_op_of(self, record, target, initializers):
+        if record.update_op:
+            return self._graph.get_operation_by_name(record.update_op)
+        candidates = [op for op in target.consumers() if is_update_candidate(op, initializers)]
+        if len(candidates) > 1:
+            reachable = _forward_reachable(self._grad_of(record), candidates)
+            candidates = [op for op in candidates if op in reachable] or candidates
+        if not candidates:
+            raise GraphItemError("variable '{}' has a gradient but no op applies it; build the "
+                                 "train op with optimizer.apply_gradients or minimize"
+                                 .format(target.op.name))
+        return max(candidates, key=lambda op: op._id)
+
+    def get_colocation_op(self, colocation_group):
+        """The op a colocation group (e.g. ``b"loc:@W"``) binds to."""
+        group = colocation_group.decode() if isinstance(colocation_group, bytes) else colocation_group
+        if not group.startswith("loc:@"):
+            raise ValueError("'{}' is not a colocation group (expected 'loc:@<op name>')".format(group))
+        return self._graph.get_operation_by_name(group[len("loc:@"):])
+
+    def get_ops_in_graph(self, op_iter):
+        """The ops of this item's graph with the names of the given ops (or op names)."""
+        return [self._graph.get_operation_by_name(op if isinstance(op, str) else op.name)
+                for op in op_iter]
+
+    # -- preparation, copies and files ---------------------------------------------
+    def prepare(self):
+        """Fill ``info`` from the graph's variable, table-initializer and saver collections."""
+        graph = self._graph
+        keys = tf.compat.v1.GraphKeys
+        trainable = {v.name for v in graph.get_collection(keys.TRAINABLE_VARIABLES)}
+        variables = []
+        for key in (keys.GLOBAL_VARIABLES, keys.LOCAL_VARIABLES):
+            variables.extend(graph.get_collection(key))
+        self.info.update_variables(variables, replace=True, trainable_names=trainable)
+        self.info.update_table_initializers(graph.get_collection(keys.TABLE_INITIALIZERS), replace=True)
+        self.info.update_savers(graph.get_collection(keys.SAVERS), replace=True)
+        self._touch()
+        return self
+
+    def copy(self):
+        """A new GraphItem with a copy of the graph (same names) and of every record."""
+        graph_def = self._graph.as_graph_def()
+        item = GraphItem(graph_def=graph_def)
+        item.info = self.info.copy()
+        item.copy_gradient_info_from(self)
+        item.info.restore_collections(item.graph)
+        return item
+
+    def serialize(self, path):
+        """Write this item to ``path`` as a ``autodist.proto.GraphItem`` message, atomically."""
+        write_graph_item(self, path)
+
+    @classmethod
+    def deserialize(cls, path):
+        """Read a GraphItem written by ``serialize``."""
+        return read_graph_item(cls, path)
+
+    def __repr__(self):
+        return "<GraphItem: {} ops, {} gradient pairs, optimizer={}>".format(
+            len(self._graph.get_operations()), len(self._records),
+            getattr(self.optimizer, "__name__", None))
+
+
+def _forward_reachable(grad, candidates, limit=200000):
+    """Candidate ops reachable from ``grad`` over data and control edges.
+
+    Walks tensors as well as ops, so that a multi-output op such as IdentityN
+    only carries output k forward from input k; control edges matter because
+    sparse tf1 optimizers order the variable update after slot scatters that
+    have no outputs.
+    """
+    targets = set(candidates)
+    frontier = [grad.values, grad.indices] if isinstance(grad, tf.IndexedSlices) else [grad]
+    seen, found = set(), set()
+    while frontier and len(seen) < limit:
+        node = frontier.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if isinstance(node, tf.Operation):
+            if node in targets:
+                found.add(node)
+                continue
+            frontier.extend(node.outputs)
+            frontier.extend(node._control_outputs)
+            continue
+        for consumer in node.consumers():
+            if consumer.type == "IdentityN" and consumer not in targets:
+                frontier.extend(consumer.outputs[i] for i, t in enumerate(consumer.inputs) if t is node)
+                frontier.extend(consumer._control_outputs)
+            else:
+                frontier.append(consumer)
+    return found
