@@ -1,0 +1,107 @@
+"""IRGraph: the build recipe, queries, unsafe merge and its documented repair, copies."""
+import copy
+
+import numpy as np
+import pytest
+
+from autodist.ir import IRGraph, OperationInfo, TensorInfo, prune_graph, topologic_order_graph
+
+
+def test_spec_build_recipe():
+    ugraph = IRGraph(output_nodes=["y"], lib_name="tensorflow")   # 1. empty graph
+    x = TensorInfo("x:0", "x", np.float32, [None, 3], ugraph)
+    OperationInfo("x", [], [x], "Placeholder", ugraph=ugraph)     # 2. ops join ops_info
+    y = TensorInfo("y:0", "y", np.float32, [None, 3], ugraph)
+    OperationInfo("y", [TensorInfo("x:0", "x", np.float32, [None, 3], ugraph)], [y], "Neg",
+                  ugraph=ugraph)
+    ugraph.ops_info["y"] = ugraph.ops_info["y"]                    #    (setting it is harmless)
+    assert ugraph.topo_order == []
+    topologic_order_graph(ugraph)                                  # 3. order
+    assert [op.name for op in ugraph.ops] == ["x", "y"] and not ugraph.is_dangling
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    (dict(output_nodes="y"), TypeError, "list of op names"),
+    (dict(output_nodes=[1]), TypeError, "output node 1"),
+    (dict(output_nodes=[], lib_name="jax"), ValueError, "lib_name"),
+    (dict(output_nodes=[], ops_info={"a": object()}), ValueError, "must start empty"),
+], ids=["str-outputs", "int-output", "lib-name", "ops-info"])
+def test_invalid_graphs_are_refused(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        IRGraph(**kwargs)
+
+
+def test_queries(diamond):
+    assert [op.name for op in diamond.ops] == diamond.topo_order
+    assert [op.name for op in diamond.get_ops_by_type("Const")] == ["a", "e"]
+    assert [op.name for op in diamond.input_ops] == ["a", "f", "e"]  # no input tensor
+    assert [t.name for t in diamond.input_tensors] == ["a:0", "e:0"]  # f has no outputs
+    assert [op.name for op in diamond.output_ops] == ["f"] and diamond.output_tensors == []
+    diamond.output_nodes = ["d", "c"]
+    assert [t.name for t in diamond.output_tensors] == ["d:0", "c:0", "c:1"]
+    assert len(diamond) == 6 and "e" in diamond and diamond.lib_name == "tensorflow"
+
+
+def test_ops_with_a_null_input_are_input_ops(diamond):
+    diamond.ops_info["d"].add_null_input_tensor()
+    assert "d" in [op.name for op in diamond.input_ops]
+    assert "d:0" in [t.name for t in diamond.input_tensors]
+
+
+def test_stale_order_and_missing_outputs_are_reported(diamond):
+    OperationInfo("late", [], [], "NoOp", ugraph=diamond)
+    with pytest.raises(ValueError, match="run topologic_order_graph"):
+        diamond.ops
+    assert diamond.is_dangling and any("stale" in r for r in diamond.dangling_reasons())
+    topologic_order_graph(diamond)
+    diamond.output_nodes = ["gone"]
+    with pytest.raises(ValueError, match="gone"):
+        diamond.output_ops
+    assert diamond.dangling_reasons() == ["output node 'gone' is not in the graph"]
+
+
+def test_unsafe_merge_then_documented_repair(make_ir):
+    left = make_ir({"a": ("Const", [], 1), "b": ("Neg", ["a"], 1)}, ["b"])
+    right = make_ir({"a": ("Const", [], 1), "c": ("Neg", ["a"], 1), "junk": ("Const", [], 1)},
+                    ["c"])
+    right.extras = b"lib"
+    left.unsafe_merge_into(right)
+    assert left.ops_info == {} and right.is_dangling          # stale order: both dangling now
+    assert right.ops_info["b"].ugraph is right and right.extras == b"lib"
+    right.output_nodes = ["b", "c"]                            # repair: outputs first,
+    right = prune_graph(right)                                 # then prune,
+    topologic_order_graph(right)                               # then order
+    assert not right.is_dangling and sorted(right.ops_info) == ["a", "b", "c"]
+    assert right.topo_order == ["a", "b", "c"] and right.extras == b"lib"
+
+
+def test_unsafe_merge_checks_its_argument(diamond):
+    with pytest.raises(TypeError, match="IRGraph"):
+        diamond.unsafe_merge_into({})
+    with pytest.raises(ValueError, match="lib_name"):
+        diamond.unsafe_merge_into(IRGraph([], lib_name="pytorch"))
+    diamond.unsafe_merge_into(diamond)
+    assert not diamond.is_dangling
+
+
+def test_dangling_reasons_name_foreign_and_missing_objects(diamond):
+    foreign = IRGraph([])
+    diamond.ops_info["b"].output_tensors[0].move_into(foreign)
+    diamond.ops_info["f"].control_inputs.append("ghost")
+    diamond.ops_info["d"].input_tensors[0].op_name = "ghost"
+    reasons = diamond.dangling_reasons()
+    assert "tensor 'b:0' of op 'b' is owned by another graph" in reasons
+    assert "op 'f' has missing control input 'ghost'" in reasons
+    assert "tensor 'b:0' of op 'd' comes from missing op 'ghost'" in reasons
+
+
+def test_copies(diamond):
+    with pytest.raises(TypeError, match="shallow copy"):
+        copy.copy(diamond)
+    twin = copy.deepcopy(diamond)
+    assert twin.topo_order == diamond.topo_order and twin.output_nodes == diamond.output_nodes
+    assert not twin.is_dangling and twin.ops_info["d"] is not diamond.ops_info["d"]
+    twin.ops_info["d"].input_tensors[0].shape.append(4)
+    assert diamond.ops_info["d"].input_tensors[0].shape == []
+    tensor, op = copy.deepcopy((diamond.ops_info["d"].output_tensors[0], diamond.ops_info["d"]))
+    assert tensor.ugraph is op.ugraph  # one memo, one copied graph
