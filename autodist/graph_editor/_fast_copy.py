@@ -22,6 +22,7 @@ from tensorflow.core.framework import graph_pb2
 from autodist.graph_editor import _library
 
 _LOC = b"loc:@"
+ENTER_OPS = ("Enter", "RefEnter")
 
 
 def _source_nodes(graph, ops):
@@ -146,6 +147,9 @@ def import_copy(info, external_tensor_fn, inline_controls):
             rewriter.rewrite_inputs(position, node)
         if "_class" in node.attr:
             rewriter.rewrite_colocation(position, node)
+        if node.op in ENTER_OPS:
+            frame = node.attr["frame_name"]
+            frame.s = info.new_frame_name(frame.s.decode()).encode()
     if info.graph is not info.graph_ and _library.graph_may_have_functions(info.graph):
         library = info.graph.as_graph_def().library
         graph_def.library.CopyFrom(_library.library_closure(graph_def.node, library))

@@ -38,6 +38,7 @@ class _TmpInfo:
         # met by per-op copies; fixed up once every op exists.
         self.tmp_cyclic_ts = []
         self._control_outputs = None
+        self._frame_names = {}
 
     @property
     def control_outputs(self):
@@ -54,6 +55,18 @@ class _TmpInfo:
         if not name.startswith(self.scope):
             raise ValueError("'{}' is not under the source scope '{}'".format(name, self.scope))
         return self.scope_ + name[len(self.scope):]
+
+    def new_frame_name(self, frame_name):
+        """Frame name for the copy of a TF1 while loop (``Enter.frame_name``).
+
+        Two loops sharing a frame name in one graph break the executor, so each
+        source frame gets one new name per transform, unique in ``graph_``.
+        """
+        if frame_name not in self._frame_names:
+            base = (self.new_name(frame_name) if frame_name.startswith(self.scope)
+                    else self.scope_ + frame_name)
+            self._frame_names[frame_name] = self.graph_.unique_name(base)
+        return self._frame_names[frame_name]
 
 
 def _inverse(mapping):

@@ -181,10 +181,11 @@ class SubGraphView:
         With ``control_inputs``, ops reaching an output only through control
         edges are kept too.
         """
-        ops = select.get_walks_union_ops(self.connected_inputs, self.connected_outputs,
-                                         within_ops=self._ops, control_inputs=control_inputs)
+        used = set(select.get_walks_union_ops(self.connected_inputs, self.connected_outputs,
+                                              within_ops=self._ops,
+                                              control_inputs=control_inputs))
         view = self.copy()
-        view._ops = ops
+        view._ops = [op for op in self._ops if op in used]
         return view
 
     # ---- queries --------------------------------------------------------

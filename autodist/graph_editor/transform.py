@@ -111,6 +111,9 @@ def copy_op_handler(info, op, new_inputs, copy_shape=False, nodedef_fn=None):
     node_def = op.node_def
     node_def.name = info.graph_.unique_name(info.new_name(op.name))
     del node_def.input[:]
+    if node_def.op in _fast_copy.ENTER_OPS:
+        frame = node_def.attr["frame_name"]
+        frame.s = info.new_frame_name(frame.s.decode()).encode()
     if nodedef_fn is not None:
         node_def = nodedef_fn(node_def)
     op_ = tf.Operation.from_node_def(node_def, info.graph_, inputs=list(new_inputs),
