@@ -132,6 +132,7 @@ def func_to_proto(func, proto):
         to_attr_value(v, proto.attr[key])
 
 
+# (value class, writer); shape_to_proto / tensor_to_proto are defined below, hence the lambdas.
 _SCALAR_FIELDS = [
     (bool, lambda a, v: setattr(a, "b", v)),
     (int, lambda a, v: setattr(a, "i", v)),
@@ -183,7 +184,7 @@ def convert_op_attr(attrs, where):
         try:
             out[key] = from_attr_value(value) if hasattr(value, "WhichOneof") else to_generic(value)
         except (TypeError, ValueError) as err:
-            raise type(err)("{}: attr {!r}: {}".format(where, key, err)) from None
+            raise _named(err, "{}: attr {!r}".format(where, key)) from None
     return out
 
 
@@ -197,19 +198,20 @@ def read_attr_map(attr_map, node_name):
     key = None
     try:
         for key, value in attr_map.items():
-            if key[:1] == "_" and key[1:2] != "_":
+            if is_private_key(key):
                 held = type(value)()
                 held.CopyFrom(value)
                 out[key] = held
                 continue
-            which = value.WhichOneof("value")
-            if which in _SCALAR_DECODERS:
-                out[key] = _SCALAR_DECODERS[which](getattr(value, which))
-            else:
-                out[key] = from_attr_value(value)
+            out[key] = from_attr_value(value)
     except (TypeError, ValueError) as err:
-        raise type(err)("node {!r}: attr {!r}: {}".format(node_name, key, err)) from None
+        raise _named(err, "node {!r}: attr {!r}".format(node_name, key)) from None
     return out
+
+
+def _named(err, where):
+    """``err`` re-raised as TypeError (bad type) or ValueError (bad value), prefixed by ``where``."""
+    return (TypeError if isinstance(err, TypeError) else ValueError)("{}: {}".format(where, err))
 
 
 def write_op_attr(op_attr, attr_map, where):
@@ -224,7 +226,7 @@ def write_op_attr(op_attr, attr_map, where):
         try:
             to_attr_value(value, target)
         except (TypeError, ValueError, OverflowError) as err:
-            raise type(err)("{}: attr {!r}: {}".format(where, key, err)) from None
+            raise _named(err, "{}: attr {!r}".format(where, key)) from None
 
 
 def _copy_message(source, target):

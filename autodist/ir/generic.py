@@ -43,6 +43,17 @@ class _Frozen:
     def __deepcopy__(self, memo):
         return self
 
+    def __reduce__(self):
+        slots = [name for cls in type(self).__mro__ for name in getattr(cls, "__slots__", ())]
+        return (_restore, (type(self), {name: getattr(self, name) for name in slots}))
+
+
+def _restore(cls, state):
+    """Unpickle a ``_Frozen`` value (its ``__setattr__`` refuses the default path)."""
+    self = object.__new__(cls)
+    self._set(**state)
+    return self
+
 
 class GenericShape(_Frozen):
     """A tensor shape: ``dims`` is a tuple of ints/None, or None for unknown rank."""
@@ -171,6 +182,11 @@ class GenericTensor(_Frozen):
 
     def __hash__(self):
         return hash(("GenericTensor", self.dtype, self.shape))
+
+    def __reduce__(self):
+        if self._proto is not None:
+            return (GenericTensor.from_proto, (self._proto,))
+        return (GenericTensor, (self._array, self.dtype))
 
     def __repr__(self):
         if self.is_opaque:

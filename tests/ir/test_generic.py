@@ -107,3 +107,13 @@ def test_values_are_immutable_and_copy_to_themselves():
             value.name = "x"
         assert copy.copy(value) is value and copy.deepcopy(value) is value
         assert hash(value) == hash(value) and repr(value)
+
+
+def test_values_pickle(tf):
+    import pickle
+    proto_backed = GenericTensor.from_proto(tf.make_tensor_proto(np.arange(3, dtype=np.int64)))
+    for value in (GenericShape([1, None], ["a", ""]), GenericTensor([1.5]), proto_backed,
+                  GenericFunc("f", {"T": np.float32}), GenericList("type", [np.int32]),
+                  GenericPlaceholder("T"), GenericDType(101)):
+        assert pickle.loads(pickle.dumps(value)) == value
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(proto_backed)).array, [0, 1, 2])

@@ -105,3 +105,12 @@ def test_copies(diamond):
     assert diamond.ops_info["d"].input_tensors[0].shape == []
     tensor, op = copy.deepcopy((diamond.ops_info["d"].output_tensors[0], diamond.ops_info["d"]))
     assert tensor.ugraph is op.ugraph  # one memo, one copied graph
+
+
+def test_graphs_pickle(training_graph):
+    import pickle
+    from autodist.ir import from_tf_graph
+    ugraph = from_tf_graph(training_graph[0])
+    twin = pickle.loads(pickle.dumps(ugraph))
+    assert twin.topo_order == ugraph.topo_order and not twin.is_dangling
+    assert twin.graph_def == ugraph.graph_def

@@ -20,6 +20,8 @@ def test_first_round_trip_keeps_every_node_exactly(request, builder):
     original = graph.as_graph_def()
     rebuilt = from_tf_graph(graph).graph_def
     assert _by_name(rebuilt) == _by_name(original)  # names, ops, inputs, devices, attrs, extras
+    if builder == "control_flow_graph":  # TensorList ops carry a NodeDef field the IR keeps opaque
+        assert any(node.HasField("experimental_type") for node in original.node)
     assert rebuilt.library == original.library and len(original.library.function) >= (
         2 if builder == "control_flow_graph" else 0)
     assert rebuilt.versions == original.versions
@@ -175,3 +177,25 @@ def test_to_graph_def_accepts_another_message_class(training_graph):
     graph, _ = training_graph
     ugraph = from_tf_graph(graph)
     assert to_graph_def(ugraph, graph_pb2.GraphDef) == ugraph.graph_def
+
+
+def test_graph_level_fields_are_kept_opaque_and_put_back(tf):
+    graph_def = tf.compat.v1.GraphDef(version=5)
+    graph_def.versions.producer = 42
+    graph_def.debug_info.files.append("model.py")
+    graph_def.library.function.add().signature.name = "f"
+    _node(graph_def, "a", "NoOp").experimental_debug_info.original_node_names.append("orig")
+    rebuilt = _round_trip(graph_def)
+    assert rebuilt == graph_def
+
+
+def test_given_signatures_must_cover_consumed_outputs(tf):
+    graph_def = tf.compat.v1.GraphDef()
+    _node(graph_def, "a", "Foo")
+    _node(graph_def, "b", "Identity", ["a:1"])
+    with pytest.raises(ValueError, match=r"output_signatures\['a'\]: 1 outputs, but output 1"):
+        from_graph_def(graph_def, None, {"a": [(np.float32, [])]})
+    ugraph = from_graph_def(graph_def, None, {"a": [(np.float32, [2]), ("int32", None)]})
+    assert [(t.dtype, t.shape) for t in ugraph.ops_info["a"].output_tensors] == [
+        (np.float32, [2]), (np.int32, None)]
+    assert ugraph.ops_info["b"].input_tensors[0].dtype == np.int32
