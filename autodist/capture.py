@@ -113,6 +113,10 @@ def wrap_apply(fn):
             if _is_keras(self):
                 result = _keras_train_op(graph, new_ops, self)
             _record(item, grads, variables, new_ops)
+            if isinstance(result, tf.Operation):
+                item.extend_train_ops([result])
+            elif isinstance(result, tf.Tensor):
+                item.extend_train_ops([result.op])
             if item.optimizer is None:
                 item.extend_optimizer_info(type(self))
             return result

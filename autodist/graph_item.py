@@ -167,16 +167,16 @@ class GraphItem:
     def __init__(self, graph=None, graph_def=None):
         if graph is not None and graph_def is not None:
             raise ValueError("GraphItem takes a graph or a graph_def, not both")
-        if graph_def is not None:
-            graph = tf.Graph()
-            with graph.as_default():
-                tf.compat.v1.import_graph_def(graph_def, name="")
-        elif graph is None:
-            graph = tf.Graph()
-        elif not isinstance(graph, tf.Graph):
+        if graph is not None and not isinstance(graph, tf.Graph):
             raise TypeError("GraphItem(graph=...) expects a tf.Graph, got {!r}".format(type(graph).__name__))
+        # A GraphDef is imported on first use of ``graph``: kernels pass GraphDef-backed
+        # items along and pay for one import at the end.
+        self._graph_def = graph_def
+        if graph is None and graph_def is None:
+            graph = tf.Graph()
         self._graph = graph
         self._records = {}  # target tensor name -> GradRecord, in insertion order
+        self._train_ops = []  # names of the ops apply_gradients returned
         self._record_version = 0
         self.optimizer = None
         self.optimizer_args = ()
@@ -184,7 +184,7 @@ class GraphItem:
         self.info = Info()
 
     def _cache_key(self):
-        return self._graph.version, self._record_version
+        return self.graph.version, self._record_version
 
     def _touch(self):
         self._record_version += 1
@@ -208,16 +208,16 @@ class GraphItem:
 
     def get_all_variables(self):
         """All variables in this graph item, trainable or not."""
-        with self._graph.as_default():
-            return [self.info.variable_from_def(d, self._graph) for d in self.info.variables]
+        with self.graph.as_default():
+            return [self.info.variable_from_def(d, self.graph) for d in self.info.variables]
 
     @cached_property
     def trainable_var_op_to_var(self):
         """Mapping from trainable variable ops (e.g. VarHandleOps) to the Variables."""
         result = {}
-        with self._graph.as_default():
+        with self.graph.as_default():
             for var_def in self.info.trainable_variables:
-                var = self.info.variable_from_def(var_def, self._graph)
+                var = self.info.variable_from_def(var_def, self.graph)
                 result[var.op] = var
         return result
 
@@ -226,7 +226,7 @@ class GraphItem:
     def as_default(self):
         """A context in which this item (and its graph) is the default."""
         stack = _stack()
-        with self._graph.as_default():
+        with self.graph.as_default():
             stack.append(self)
             try:
                 yield self
@@ -252,9 +252,22 @@ class GraphItem:
             self._records[record.target] = record
         self._touch()
 
+    def extend_train_ops(self, ops):
+        """Record ops (or op names) that apply gradients: what a training step fetches."""
+        for op in ops:
+            name = op if isinstance(op, str) else op.name
+            if name not in self._train_ops:
+                self._train_ops.append(name)
+        self._touch()
+
+    @property
+    def train_op_names(self):
+        """Names of the recorded train ops (returned by the captured ``apply_gradients`` calls)."""
+        return list(self._train_ops)
+
     def extend_gradient_info_by_names(self, grads, targets):
         """Add (gradient, target) pairs given by tensor names of this item's graph."""
-        graph = self._graph
+        graph = self.graph
         resolved_grads = [graph.get_tensor_by_name(g) if isinstance(g, str) else g for g in grads]
         resolved_targets = [graph.get_tensor_by_name(t) if isinstance(t, str) else t for t in targets]
         self.extend_gradient_info(resolved_grads, resolved_targets)
@@ -277,6 +290,7 @@ class GraphItem:
     def copy_gradient_info_from(self, other):
         """Copy the gradient records (and optimizer info) of another GraphItem."""
         self._records = dict(other._records)
+        self._train_ops = list(other._train_ops)
         self.optimizer = other.optimizer
         self.optimizer_args = tuple(other.optimizer_args)
         self.optimizer_kwargs = dict(other.optimizer_kwargs)
@@ -291,15 +305,33 @@ class GraphItem:
     @property
     def graph(self):
         """The ``tf.Graph`` associated with this GraphItem."""
+        if self._graph is None:
+            graph = tf.Graph()
+            with graph.as_default():
+                tf.compat.v1.import_graph_def(self._graph_def, name="")
+            self._graph, self._graph_def = graph, None
         return self._graph
 
+    @property
+    def graph_def(self):
+        """The GraphDef of this item (no import needed for GraphDef-backed items)."""
+        if self._graph is None:
+            return self._graph_def
+        return self._graph.as_graph_def()
+
     def _grad_of(self, record):
-        get = self._graph.get_tensor_by_name
+        get = self.graph.get_tensor_by_name
         if record.is_sparse:
             shape = get(record.dense_shape) if record.dense_shape else None
             return tf.IndexedSlices(values=get(record.values), indices=get(record.indices),
                                     dense_shape=shape)
         return get(record.grad)
+
+    @cached_property
+    def ir(self):
+        """The graph as an ``autodist.ir.IRGraph`` (rebuilt when the graph changes)."""
+        from autodist.ir import from_tf_graph
+        return from_tf_graph(self.graph)
 
     @cached_property
     def grad_target_name_pairs(self):
@@ -310,17 +342,17 @@ class GraphItem:
     @cached_property
     def grad_target_pairs(self):
         """List of (gradient, target tensor) pairs."""
-        get = self._graph.get_tensor_by_name
+        get = self.graph.get_tensor_by_name
         return [(self._grad_of(r), get(r.target)) for r in self._records.values()]
 
     @cached_property
     def all_update_ops(self):
         """Every op that writes a variable, except variable and table initializers."""
         skip = set(self.info.initializers) | self._creation_initializers()
-        return [op for op in self._graph.get_operations() if is_update_candidate(op, skip)]
+        return [op for op in self.graph.get_operations() if is_update_candidate(op, skip)]
 
     def _creation_initializers(self):
-        graph = self._graph
+        graph = self.graph
         names = set()
         for key in (tf.compat.v1.GraphKeys.GLOBAL_VARIABLES, tf.compat.v1.GraphKeys.LOCAL_VARIABLES):
             for var in graph.get_collection(key):
@@ -334,7 +366,7 @@ class GraphItem:
         """A mapping from VarHandleOp name (e.g. "W" not "W:0") to its (grad, var, update_op) tuple."""
         initializers = set(self.info.initializers) | self._creation_initializers()
         result = {}
-        get = self._graph.get_tensor_by_name
+        get = self.graph.get_tensor_by_name
         for record in self._records.values():
             target = get(record.target)
             update = self._update_op_of(record, target, initializers)
@@ -352,7 +384,7 @@ class GraphItem:
 
     def _update_op_of(self, record, target, initializers):
         if record.update_op:
-            return self._graph.get_operation_by_name(record.update_op)
+            return self.graph.get_operation_by_name(record.update_op)
         candidates = [op for op in target.consumers() if is_update_candidate(op, initializers)]
         if len(candidates) > 1:
             reachable = _forward_reachable(self._grad_of(record), candidates)
@@ -368,17 +400,17 @@ class GraphItem:
         group = colocation_group.decode() if isinstance(colocation_group, bytes) else colocation_group
         if not group.startswith("loc:@"):
             raise ValueError("'{}' is not a colocation group (expected 'loc:@<op name>')".format(group))
-        return self._graph.get_operation_by_name(group[len("loc:@"):])
+        return self.graph.get_operation_by_name(group[len("loc:@"):])
 
     def get_ops_in_graph(self, op_iter):
         """The ops of this item's graph with the names of the given ops (or op names)."""
-        return [self._graph.get_operation_by_name(op if isinstance(op, str) else op.name)
+        return [self.graph.get_operation_by_name(op if isinstance(op, str) else op.name)
                 for op in op_iter]
 
     # -- preparation, copies and files ---------------------------------------------
     def prepare(self):
         """Fill ``info`` from the graph's variable, table-initializer and saver collections."""
-        graph = self._graph
+        graph = self.graph
         keys = tf.compat.v1.GraphKeys
         trainable = {v.name for v in graph.get_collection(keys.TRAINABLE_VARIABLES)}
         variables = []
@@ -392,7 +424,7 @@ class GraphItem:
 
     def copy(self):
         """A new GraphItem with a copy of the graph (same names) and of every record."""
-        graph_def = self._graph.as_graph_def()
+        graph_def = self.graph.as_graph_def()
         item = GraphItem(graph_def=graph_def)
         item.info = self.info.copy()
         item.copy_gradient_info_from(self)
@@ -410,7 +442,7 @@ class GraphItem:
 
     def __repr__(self):
         return "<GraphItem: {} ops, {} gradient pairs, optimizer={}>".format(
-            len(self._graph.get_operations()), len(self._records),
+            len(self.graph.get_operations()), len(self._records),
             getattr(self.optimizer, "__name__", None))
 
 

@@ -107,6 +107,7 @@ def _to_message(item):
     msg.info.variables.extend(v.SerializeToString(deterministic=True) for v in item.info.variables)
     msg.info.table_initializers.extend(item.info.table_initializers)
     msg.info.savers.extend(s.SerializeToString(deterministic=True) for s in item.info.savers)
+    msg.train_ops.extend(item.train_op_names)
     if item.optimizer is not None:
         msg.optimizer.class_path = class_path(item.optimizer)
         msg.optimizer.args.extend(encode_arg(a) for a in item.optimizer_args)
@@ -143,6 +144,7 @@ def read_graph_item(cls, path):
         GradRecord(target=p.target, grad=p.grad, indices=p.grad_indices, values=p.grad_values,
                    dense_shape=p.grad_dense_shape, update_op=p.update_op)
         for p in msg.grad_target_pairs)
+    item.extend_train_ops(list(msg.train_ops))
     if msg.optimizer.class_path:
         item.extend_optimizer_info(load_class(msg.optimizer.class_path),
                                    *[decode_arg(a) for a in msg.optimizer.args],

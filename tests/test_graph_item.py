@@ -277,3 +277,31 @@ def test_deserialize_errors(tmp_path):
         GraphItem.deserialize(str(bad))
     with pytest.raises(GraphItemError, match="missing.pb"):
         GraphItem.deserialize(str(tmp_path / "missing.pb"))
+
+
+def test_ir_is_cached_on_the_graph_version():
+    item, *_ = _build()
+    ir = item.ir
+    assert item.ir is ir
+    assert ir.ops_info["W"].op_type == "VarHandleOp"
+    with item.graph.as_default():
+        tf.constant(1.0, name="late")
+    assert item.ir is not ir and "late" in item.ir.ops_info
+
+
+def test_train_ops_are_recorded_and_serialized(tmp_path):
+    item, train, *_ = _build()
+    assert item.train_op_names == [train.name]
+    path = str(tmp_path / "item.pb")
+    item.serialize(path)
+    assert GraphItem.deserialize(path).train_op_names == [train.name]
+    assert item.copy().train_op_names == [train.name]
+
+
+def test_graph_def_backed_items_import_lazily():
+    item, *_ = _build()
+    graph_def = item.graph.as_graph_def()
+    lazy = GraphItem(graph_def=graph_def)
+    assert lazy.graph_def is graph_def, "no import until the graph is needed"
+    assert lazy.graph.get_operation_by_name("W").type == "VarHandleOp"
+    assert len(lazy.graph_def.node) == len(graph_def.node)
