@@ -10,6 +10,7 @@ captured into it (see ``autodist.capture``); on exit, also after an
 exception, TensorFlow and Keras are exactly as before.
 """
 import contextlib
+import contextvars
 
 import tensorflow as tf
 
@@ -17,7 +18,33 @@ from autodist.capture import capture_optimizers
 from autodist.errors import CaptureError
 from autodist.graph_item import GraphItem
 
-__all__ = ["AutoDist"]
+__all__ = ["AutoDist", "SessionRequested", "intercept_session_requests"]
+
+_intercept = contextvars.ContextVar("autodist_intercept_session_requests", default=False)
+
+
+class SessionRequested(BaseException):
+    """Raised by ``create_distributed_session`` inside ``intercept_session_requests()``.
+
+    Tools that run a user's script only to look at its graph (``autodist plan``)
+    stop it at the moment it asks for a session; ``autodist`` carries the
+    AutoDist object, whose ``graph_item`` is the captured graph. A
+    BaseException, so that a script's ``except Exception`` does not swallow it.
+    """
+
+    def __init__(self, autodist):
+        super().__init__("the script asked for a distributed session")
+        self.autodist = autodist
+
+
+@contextlib.contextmanager
+def intercept_session_requests():
+    """Within the block, ``create_distributed_session`` raises ``SessionRequested``."""
+    token = _intercept.set(True)
+    try:
+        yield
+    finally:
+        _intercept.reset(token)
 
 
 class AutoDist:
