@@ -8,9 +8,9 @@ Const / Placeholder / MatMul / AddV2 / Relu / Split / Identity / ConcatV2 nodes
 (a valid TF graph) with type, shape and tensor attrs, ``op:k`` inputs, control
 edges, devices and ``_class`` attrs, i.e. what a training graph's nodes look like. For each size the script
 times ``IRGraph.from_graph_def`` (which also sorts), ``topologic_order_graph``
-alone, and the two together (best of ``--repeats``), fits the growth exponent
-``b`` of ``time ~ a * n**b`` by least squares on log-log, prints a table and
-writes ``benchmarks/results/ir_scaling.json``.
+alone, and the two together (best of ``--repeats``; process CPU time and wall
+time), fits the growth exponent ``b`` of ``time ~ a * n**b`` by least squares on
+log-log, prints a table and writes ``benchmarks/results/ir_scaling.json``.
 """
 import argparse
 import gc
@@ -84,13 +84,19 @@ def _add_node(graph_def, name, op, inputs, attrs, block):
 
 
 def best_of(repeats, fn):
-    times = []
+    """(best wall seconds, best CPU seconds of this process, last result).
+
+    CPU time is what the fit uses: on a shared machine wall time also counts the
+    time other processes hold the cores.
+    """
+    walls, cpus, result = [], [], None
     for _ in range(repeats):
         gc.collect()
-        start = time.perf_counter()
+        wall, cpu = time.perf_counter(), time.process_time()
         result = fn()
-        times.append(time.perf_counter() - start)
-    return min(times), result
+        walls.append(time.perf_counter() - wall)
+        cpus.append(time.process_time() - cpu)
+    return min(walls), min(cpus), result
 
 
 def fit_exponent(sizes, seconds):
@@ -99,17 +105,37 @@ def fit_exponent(sizes, seconds):
     return float(slope)
 
 
+TIMED = ("from_graph_def", "topologic_order_graph", "together")
+
+
 def measure(n_nodes, repeats):
     graph_def = build_graph_def(n_nodes)
     outputs = [graph_def.node[-1].name]
-    build, ugraph = best_of(repeats, lambda: IRGraph.from_graph_def(graph_def, outputs))
-    topo, _ = best_of(repeats, lambda: topologic_order_graph(ugraph))
-    # from_graph_def already sorts; "together" is building plus one more explicit sort.
-    both, _ = best_of(repeats, lambda: topologic_order_graph(IRGraph.from_graph_def(graph_def, outputs)))
-    edges = sum(op.n_inputs + len(op.control_inputs) for op in ugraph.ops_info.values())
-    return {"nodes": len(graph_def.node), "edges": edges, "from_graph_def_s": build,
-            "topologic_order_graph_s": topo, "together_s": both,
-            "us_per_node_together": 1e6 * both / len(graph_def.node)}
+    row = {"nodes": len(graph_def.node)}
+    wall, cpu, ugraph = best_of(repeats, lambda: IRGraph.from_graph_def(graph_def, outputs))
+    row.update(from_graph_def_s=wall, from_graph_def_cpu_s=cpu)
+    wall, cpu, _ = best_of(repeats, lambda: topologic_order_graph(ugraph))
+    row.update(topologic_order_graph_s=wall, topologic_order_graph_cpu_s=cpu)
+    # from_graph_def already sorts once; "together" is building plus one more explicit sort.
+    wall, cpu, _ = best_of(
+        repeats, lambda: topologic_order_graph(IRGraph.from_graph_def(graph_def, outputs)))
+    row.update(together_s=wall, together_cpu_s=cpu)
+    row["edges"] = sum(op.n_inputs + len(op.control_inputs) for op in ugraph.ops_info.values())
+    row["us_per_node_together_cpu"] = 1e6 * cpu / row["nodes"]
+    return row
+
+
+def report(rows, exponents):
+    print("{:>8} {:>8}  {:>22}  {:>22}  {:>22}".format(
+        "nodes", "edges", "from_graph_def s", "topo sort s", "together s"))
+    print("{:>8} {:>8}  {:>22}  {:>22}  {:>22}".format("", "", *["cpu (wall)"] * 3))
+    for r in rows:
+        cells = ["{:.3f} ({:.3f})".format(r[k + "_cpu_s"], r[k + "_s"]) for k in TIMED]
+        print("{:>8} {:>8}  {:>22}  {:>22}  {:>22}".format(r["nodes"], r["edges"], *cells))
+    print("fitted growth exponent b (cpu time ~ n**b): " + ", ".join(
+        "{} {:.3f}".format(k, exponents[k + "_cpu_s"]) for k in TIMED))
+    print("                       (wall time ~ n**b): " + ", ".join(
+        "{} {:.3f}".format(k, exponents[k + "_s"]) for k in TIMED))
 
 
 def main(argv=None):
@@ -120,20 +146,16 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if len(args.sizes) < 3:
         parser.error("need at least 3 sizes to fit a growth exponent")
+    load_before = os.getloadavg()
     rows = [measure(n, args.repeats) for n in sorted(args.sizes)]
     sizes = [r["nodes"] for r in rows]
-    exponents = {key: fit_exponent(sizes, [r[key] for r in rows])
-                 for key in ("from_graph_def_s", "topologic_order_graph_s", "together_s")}
-    print("{:>8} {:>8} {:>16} {:>14} {:>11} {:>9}".format(
-        "nodes", "edges", "from_graph_def s", "topo sort s", "together s", "us/node"))
-    for r in rows:
-        print("{nodes:>8} {edges:>8} {from_graph_def_s:>16.3f} {topologic_order_graph_s:>14.3f} "
-              "{together_s:>11.3f} {us_per_node_together:>9.1f}".format(**r))
-    print("fitted growth exponent b (time ~ n**b): " + ", ".join(
-        "{} {:.3f}".format(k[:-2], v) for k, v in exponents.items()))
+    exponents = {key + suffix: fit_exponent(sizes, [r[key + suffix] for r in rows])
+                 for key in TIMED for suffix in ("_s", "_cpu_s")}
+    report(rows, exponents)
     result = {"benchmark": "ir_scaling", "rows": rows, "growth_exponent": exponents,
               "repeats": args.repeats, "python": platform.python_version(),
               "machine": platform.machine(), "cpus": os.cpu_count(),
+              "load_average_before_after": [load_before[0], os.getloadavg()[0]],
               "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
