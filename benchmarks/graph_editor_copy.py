@@ -1,11 +1,11 @@
 """Benchmark: autodist.graph_editor.copy of a large graph vs a plain import_graph_def.
 
-    python benchmarks/graph_editor_copy.py                 # 20,000 ops, 3 repeats
+    python benchmarks/graph_editor_copy.py                 # 20,000 ops, best of 5
     python benchmarks/graph_editor_copy.py --ops 2000 --repeats 1   # CI smoke size
 
 The source is a training graph (dense layers, loss, tf.gradients, SGD updates
 on resource variables) grown until it has at least ``--ops`` ops. Measured,
-each as the best of ``--repeats`` runs on a fresh destination:
+each as the best of ``--repeats`` runs (interleaved) on a fresh destination:
 
 * ``import_graph_def``: ``tf.compat.v1.import_graph_def(graph.as_graph_def())``
   into a new graph, the C++ floor the fast copy builds on;
@@ -56,28 +56,20 @@ def build_graph(min_ops, width=16):
     return graph
 
 
-def best_of(repeats, prepare, run):
-    times = []
-    for _ in range(repeats):
-        state = prepare()
-        start = time.perf_counter()
-        run(state)
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def per_op_handler(info, op, new_inputs):
     return ge.copy_op_handler(info, op, new_inputs)
 
 
 def measure(graph, repeats, per_op):
+    """Best time of each variant; the variants alternate within each repeat so
+    that a busy machine slows them alike."""
     graph_def = graph.as_graph_def()
 
-    def import_into_new(_):
+    def import_into_new():
         with tf.Graph().as_default():
             tf.compat.v1.import_graph_def(graph_def, name="")
 
-    def copy_into_new(_):
+    def copy_into_new():
         ge.copy(graph, dst_graph=tf.Graph())
 
     def fresh_source():
@@ -86,27 +78,34 @@ def measure(graph, repeats, per_op):
             tf.compat.v1.import_graph_def(graph_def, name="")
         return source
 
-    def copy_same_graph(source):
-        ge.copy(source, dst_scope="AutoDist-Replica-1")
+    def copy_per_op():
+        transformer = ge.Transformer()
+        transformer.transform_op_handler = per_op_handler
+        transformer(graph, tf.Graph(), "")
 
-    results = {
-        "import_graph_def_s": best_of(repeats, lambda: None, import_into_new),
-        "copy_to_new_graph_s": best_of(repeats, lambda: None, copy_into_new),
-        "copy_same_graph_scoped_s": best_of(repeats, fresh_source, copy_same_graph),
-    }
+    times = {"import_graph_def_s": [], "copy_to_new_graph_s": [],
+             "copy_same_graph_scoped_s": []}
+    for _ in range(repeats):
+        times["import_graph_def_s"].append(_timed(import_into_new))
+        times["copy_to_new_graph_s"].append(_timed(copy_into_new))
+        source = fresh_source()
+        times["copy_same_graph_scoped_s"].append(
+            _timed(lambda: ge.copy(source, dst_scope="AutoDist-Replica-1")))
     if per_op:
-        def copy_per_op(_):
-            transformer = ge.Transformer()
-            transformer.transform_op_handler = per_op_handler
-            transformer(graph, tf.Graph(), "")
-        results["per_op_copy_s"] = best_of(1, lambda: None, copy_per_op)
-    return results
+        times["per_op_copy_s"] = [_timed(copy_per_op)]
+    return {key: min(values) for key, values in times.items()}
+
+
+def _timed(fn):
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", type=int, default=20000)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--per-op", action="store_true", help="also time the per-op copy path")
     parser.add_argument("--output", default=RESULTS)
     args = parser.parse_args()

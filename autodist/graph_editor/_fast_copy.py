@@ -25,11 +25,25 @@ _LOC = b"loc:@"
 ENTER_OPS = ("Enter", "RefEnter")
 
 
-def _source_nodes(graph, ops):
-    """NodeDefs of ``ops`` inside a GraphDef carrying the source versions."""
+def _source_graph_def(graph, ops, src_names, with_library):
+    """A GraphDef holding the NodeDefs of ``ops``, in the order of ``ops``.
+
+    Copying a whole graph (the common case of replication) reuses
+    ``as_graph_def()`` as is, library included; a part of a graph is gathered
+    op by op, with only the functions its nodes need.
+    """
+    if len(ops) == len(graph.get_operations()):
+        graph_def = graph.as_graph_def()
+        if all(node.name == name for node, name in zip(graph_def.node, src_names)):
+            if not with_library:
+                graph_def.ClearField("library")
+            return graph_def
     graph_def = graph_pb2.GraphDef()
     graph_def.versions.CopyFrom(graph.graph_def_versions)
     graph_def.node.extend(op.node_def for op in ops)
+    if with_library and _library.graph_may_have_functions(graph):
+        library = graph.as_graph_def().library
+        graph_def.library.CopyFrom(_library.library_closure(graph_def.node, library))
     return graph_def
 
 
@@ -139,7 +153,8 @@ def import_copy(info, external_tensor_fn, inline_controls):
     src_names = [op.name for op in ops]
     new_names = [info.graph_.unique_name(info.new_name(name)) for name in src_names]
     renamed = dict(zip(src_names, new_names))
-    graph_def = _source_nodes(info.graph, ops)
+    graph_def = _source_graph_def(info.graph, ops, src_names,
+                                  with_library=info.graph is not info.graph_)
     rewriter = _Rewriter(external_tensor_fn, info, renamed, inline_controls)
     for position, node in enumerate(graph_def.node):
         node.name = new_names[position]
@@ -150,9 +165,6 @@ def import_copy(info, external_tensor_fn, inline_controls):
         if node.op in ENTER_OPS:
             frame = node.attr["frame_name"]
             frame.s = info.new_frame_name(frame.s.decode()).encode()
-    if info.graph is not info.graph_ and _library.graph_may_have_functions(info.graph):
-        library = info.graph.as_graph_def().library
-        graph_def.library.CopyFrom(_library.library_closure(graph_def.node, library))
     imported = tf.compat.v1.import_graph_def(
         graph_def, input_map=rewriter.input_map, return_elements=new_names, name="")
     for op, op_ in zip(ops, imported):

@@ -5,6 +5,7 @@ loops: NextIteration -> Merge) cannot be ordered; a consumer met before its
 producer reads a temporary placeholder (prefix ``geph_tmp``) that
 ``finalize_cycles`` replaces by the real tensor once it exists.
 """
+import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
 
 from autodist.graph_editor import util
@@ -77,9 +78,17 @@ def connect_control_inputs(info, handler, ops_and_names=None):
         new = []
         for control_input in control_inputs:
             control_input_ = handler(info, control_input)
-            if control_input_ is not None and control_input_ not in existing:
-                existing.add(control_input_)
-                new.append(control_input_)
+            if control_input_ is None or control_input_ in existing:
+                continue
+            if not isinstance(control_input_, tf.Operation):
+                raise TypeError("the control input handler returned {!r} for {}, not a "
+                                "tf.Operation".format(control_input_, control_input.name))
+            if control_input_.graph is not info.graph_:
+                raise ValueError("the control input handler returned {} for {}, which is not "
+                                 "in the destination graph".format(control_input_.name,
+                                                                   control_input.name))
+            existing.add(control_input_)
+            new.append(control_input_)
         if new:
             op_._add_control_inputs(new)  # pylint: disable=protected-access
 

@@ -237,12 +237,13 @@ def swap_ios(sgv0, sgv1):
 
 
 def reroute_ios(sgv0, sgv1):
-    """Plug ``sgv0`` where ``sgv1`` is: its inputs feed ``sgv1``, its outputs ``sgv1``'s consumers.
+    """Plug ``sgv0`` in place of ``sgv1``: both its inputs and its output consumers.
 
         before                      after reroute_ios(A, B)
         x --> [A] --> C             x --> [A] --> C
-                                      \\-> [B]  \\-> D
-        y --> [B] --> D             y
+                                      |       \\-> D
+        y --> [B] --> D               \\-> [B]       (B's outputs unconsumed)
+                                    y               (no longer read by B)
 
     Mutates the graph and ``sgv1``. Returns ``(sgv0, sgv1)``.
     """

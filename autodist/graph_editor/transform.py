@@ -16,6 +16,7 @@ functions and collection entries); the source graph is never modified.
 import tensorflow as tf
 
 from autodist.graph_editor import _fast_copy
+from autodist.graph_editor import _finish
 from autodist.graph_editor import _op_copy
 from autodist.graph_editor import select
 from autodist.graph_editor import subgraph
@@ -57,12 +58,6 @@ def keep_t_if_possible_handler(info, t):
     return replace_t_with_placeholder_handler(info, t)
 
 
-def _collection_target(info, name, known):
-    if not isinstance(name, str) or name in known:
-        return name
-    return info.new_name(name)
-
-
 def assign_renamed_collections_handler(info, elem, elem_):
     """Handler: add ``elem_`` to the collections holding ``elem``. Mutates ``info.graph_``.
 
@@ -73,7 +68,7 @@ def assign_renamed_collections_handler(info, elem, elem_):
     known = util.get_predefined_collection_names()
     for name, items in info.collections.items():
         if any(item is elem for item in items):
-            info.graph_.add_to_collection(_collection_target(info, name, known), elem_)
+            info.graph_.add_to_collection(_finish.collection_target(info, name, known), elem_)
 
 
 def transform_op_if_inside_handler(info, op, keep_if_possible=True):
@@ -184,7 +179,7 @@ class Transformer:
             for op in sgv.ops:
                 info.new_name(op.name)  # fail before anything is created
             if self.assign_collections_handler is assign_renamed_collections_handler:
-                self._collection_targets(info)
+                _finish.collection_targets(info)  # raises on a bad collection name
             if not sgv.ops:
                 inputs_, outputs_ = [], []
             elif self.transform_op_handler is copy_op_handler:
@@ -194,7 +189,7 @@ class Transformer:
             self._finalize_original_ops(info)
             self._assign_collections(info)
             passthroughs_ = [self._transform_external(info, t) for t in sgv.passthroughs]
-        sgv_ = self._transform_sgv(info, sgv, inputs_, outputs_, passthroughs_)
+        sgv_ = _finish.result_view(info, sgv, inputs_, outputs_, passthroughs_)
         return sgv_, TransformerInfo(info)
 
     # ---- tensors coming from outside the view ---------------------------
@@ -254,67 +249,19 @@ class Transformer:
         _op_copy.remap_colocation(info)
         return None
 
-    # ---- finishing touches ----------------------------------------------
+    # ---- finishing touches (see _finish) ----------------------------------
     def _finalize_original_ops(self, info):
-        """Copy ``_original_op`` links; one the handler cannot map is left unset."""
-        for op, op_ in info.transformed_ops.items():
-            original = getattr(op, "_original_op", None)
-            if original is not None:
-                op_._original_op = self.transform_original_op_handler(info, original)  # pylint: disable=protected-access
-
-    def _collection_targets(self, info):
-        """Collection -> destination name, for collections holding copied elements."""
-        known = util.get_predefined_collection_names()
-        targets = {}
-        for name, items in info.collections.items():
-            for item in items:
-                if isinstance(item, tf.Tensor):
-                    item = item.op
-                if isinstance(item, tf.Operation) and item in info.ops:
-                    targets[name] = _collection_target(info, name, known)
-                    break
-        return targets
+        _finish.link_original_ops(info, self.transform_original_op_handler)
 
     def _assign_collections(self, info):
-        if self.assign_collections_handler is not assign_renamed_collections_handler:
-            for op in info.sgv.ops:
-                self.assign_collections_handler(info, op, info.transformed_ops[op])
-                for t in op.outputs:
-                    if t in info.transformed_ts:
-                        self.assign_collections_handler(info, t, info.transformed_ts[t])
+        if self.assign_collections_handler is assign_renamed_collections_handler:
+            _finish.assign_collections(info)
             return
-        for name, target in self._collection_targets(info).items():
-            for item in info.collections[name]:
-                if isinstance(item, tf.Operation):
-                    item_ = info.transformed_ops.get(item)
-                elif isinstance(item, tf.Tensor) and item.op in info.ops:
-                    item_ = info.transformed_ts.get(item)
-                else:
-                    continue
-                if item_ is not None:
-                    info.graph_.add_to_collection(target, item_)
-
-    def _transform_sgv(self, info, sgv, inputs_, outputs_, passthroughs_):
-        """The view of the result, its inputs/outputs ordered like ``sgv``'s."""
-        if not sgv:
-            return subgraph.SubGraphView()
-        ops_ = [info.transformed_ops[op] for op in sgv.ops]
-        if outputs_ is None:
-            view_ = subgraph.SubGraphView(ops_, passthroughs_)
-        else:
-            inputs_ = util.concatenate_unique([], inputs_)
-            passthroughs_ = [t for t in util.concatenate_unique([], passthroughs_)
-                             if t not in set(inputs_)]
-            view_ = subgraph.SubGraphView._from_parts(  # pylint: disable=protected-access
-                info.graph_, ops_, inputs_ + passthroughs_, outputs_ + passthroughs_,
-                passthroughs_)
-        input_set, output_set = set(view_.inputs), set(view_.outputs)
-        new_inputs = util.concatenate_unique([], [
-            info.transformed_ts[t] for t in sgv.inputs
-            if t in info.transformed_ts and info.transformed_ts[t] in input_set])
-        new_outputs = [info.transformed_ts[t] for t in sgv.outputs
-                       if t in info.transformed_ts and info.transformed_ts[t] in output_set]
-        return view_.remap(new_inputs, new_outputs)
+        for op in info.sgv.ops:
+            self.assign_collections_handler(info, op, info.transformed_ops[op])
+            for t in op.outputs:
+                if t in info.transformed_ts:
+                    self.assign_collections_handler(info, t, info.transformed_ts[t])
 
 
 def _check_dst_graph(sgv, dst_graph):

@@ -3,7 +3,6 @@ import pytest
 import tensorflow as tf
 
 import autodist.graph_editor as ge
-from autodist.graph_editor import util
 
 
 def names(items):

@@ -123,8 +123,7 @@ def test_replicas_with_aggregated_gradients(run):
     data_x = np.arange(8, dtype=np.float32).reshape(4, 2) / 8.0
     data_y = np.array([[1.0], [0.0], [2.0], [1.0]], dtype=np.float32)
     expected_grad = run(graph, grad, {x: data_x, y: data_y}, init=True)
-    expected_w = w_init = np.array([[0.5], [-0.25]], dtype=np.float32)
-    expected_w = w_init - 0.1 * expected_grad
+    expected_w = np.array([[0.5], [-0.25]], dtype=np.float32) - 0.1 * expected_grad
 
     backward = select.get_backward_walk_ops(grad, stop_at_ts=[x, y, w.handle])
     with graph.as_default():
@@ -138,11 +137,11 @@ def test_replicas_with_aggregated_gradients(run):
         replica_grads.append(info.transformed(grad))
     with graph.as_default():
         mean_grad = tf.add_n(replica_grads) / 2.0
-    apply_op = train if train.type != "NoOp" else train.control_inputs[0]
-    assert ge.reroute_ts(mean_grad, grad, can_modify=select.get_forward_walk_ops(grad)) >= 1
+    (apply_op,) = [op for op in grad.consumers() if op.type == "ResourceApplyGradientDescent"]
+    assert ge.reroute_ts(mean_grad, grad, can_modify=apply_op) == 1
     with tf.compat.v1.Session(graph=graph) as sess:
         sess.run(tf.compat.v1.variables_initializer([w]))
-        sess.run(apply_op, {x: data_x, y: data_y})
+        sess.run(train, {x: data_x, y: data_y})
         np.testing.assert_allclose(sess.run(w.read_value()), expected_w, rtol=1e-6)
     assert run(graph, replica_grads[0], {x: data_x, y: data_y}, init=True).shape == (2, 1)
 
