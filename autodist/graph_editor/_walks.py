@@ -35,15 +35,22 @@ def check_cios(control_inputs=False, control_outputs=None, control_ios=None):
 
 
 def _neighbours(ops, control_inputs, control_outputs):
-    result = []
+    result, seen = [], set()
+
+    def add(items):
+        for item in items:
+            if item not in seen:
+                seen.add(item)
+                result.append(item)
+
     for op in ops:
-        util.concatenate_unique(result, [t.op for t in op.inputs])
+        add(t.op for t in op.inputs)
         for t in op.outputs:
-            util.concatenate_unique(result, t.consumers())
+            add(t.consumers())
         if control_outputs is not None:
-            util.concatenate_unique(result, control_outputs.get(op))
+            add(control_outputs.get(op))
         if control_inputs:
-            util.concatenate_unique(result, op.control_inputs)
+            add(op.control_inputs)
     return result
 
 
@@ -94,17 +101,23 @@ def get_within_boundary_ops(ops, seed_ops, boundary_ops=(), inclusive=True,
 
 
 def _seeds(seed_ops, tensor_fn):
+    if hasattr(seed_ops, "ops") and hasattr(seed_ops, "passthroughs"):  # a SubGraphView
+        seed_ops = list(seed_ops.ops)
     if not util.is_iterable(seed_ops):
         seed_ops = [seed_ops]
-    seeds = []
+    seeds, seen = [], set()
     for item in seed_ops:
         if isinstance(item, tf.Tensor):
-            util.concatenate_unique(seeds, tensor_fn(item))
+            candidates = tensor_fn(item)
         elif isinstance(item, tf.Operation):
-            util.concatenate_unique(seeds, [item])
+            candidates = [item]
         else:
             raise TypeError("walk seeds must be tf.Operation or tf.Tensor, got {}".format(
                 type(item).__name__))
+        for op in candidates:
+            if op not in seen:
+                seen.add(op)
+                seeds.append(op)
     if seeds:
         util.get_unique_graph(seeds)
     return seeds

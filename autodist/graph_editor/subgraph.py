@@ -251,10 +251,8 @@ class SubGraphView:
     def consumers(self):
         """Ops outside the view consuming one of its outputs (no duplicates)."""
         ops = set(self._ops)
-        result = []
-        for t in self._output_ts:
-            util.concatenate_unique(result, [op for op in t.consumers() if op not in ops])
-        return result
+        return util.concatenate_unique(
+            [], (op for t in self._output_ts for op in t.consumers() if op not in ops))
 
     # ---- python protocol ------------------------------------------------
     def __bool__(self):

@@ -237,10 +237,8 @@ def get_generating_ops(ts):
 
 def get_consuming_ops(ts):
     """Every op consuming at least one tensor of ``ts``, without duplicates."""
-    result = []
-    for t in make_list_of_t(ts, allow_graph=False):
-        concatenate_unique(result, t.consumers())
-    return result
+    ts = make_list_of_t(ts, allow_graph=False)
+    return concatenate_unique([], (op for t in ts for op in t.consumers()))
 
 
 class ControlOutputs:

@@ -164,3 +164,18 @@ def test_remove_and_add_control_inputs(run):
         ge.remove_control_inputs(read.op, nothing)
     with pytest.raises(TypeError, match="tf.Operation"):
         ge.add_control_inputs(read, nothing)
+
+
+def test_swap_inputs_retargets_passthroughs(run):
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.constant(2.0, name="x")
+        y = tf.constant(7.0, name="y")
+        sq = tf.square(x, name="sq")
+        read_y = tf.identity(y, name="read_y")
+    passthrough, square = ge.sgv(y), ge.sgv(sq.op)
+    ge.swap_inputs(passthrough, square)
+    # The square now reads y; what flowed through the passthrough view is now x.
+    assert run(graph, [sq, read_y]) == [49.0, 2.0]
+    assert list(passthrough.passthroughs) == [x] and list(passthrough.outputs) == [x]
+    assert list(square.inputs) == [y]

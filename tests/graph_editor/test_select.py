@@ -165,3 +165,11 @@ def test_select_ops_and_ts(diamond):
         select.select_ops(ops["e"], colour="red")
     with pytest.raises(TypeError, match="tf.Graph"):
         select.select_ts("x", graph="g")
+
+
+def test_walks_accept_views(diamond):
+    graph, ops, _ = diamond
+    from autodist.graph_editor import subgraph
+    view = subgraph.SubGraphView([ops["m/b"], ops["m/c"]])
+    assert names(select.get_forward_walk_ops(view, within_ops=view)) == ["m/b", "m/c"]
+    assert names(select.get_backward_walk_ops(view, inclusive=False)) == ["m/a", "x"]

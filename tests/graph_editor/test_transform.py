@@ -244,3 +244,29 @@ def test_paths_agree(chain):
     assert fast.keys() == slow.keys()
     for name, node in fast.items():
         assert node == slow[name], name
+
+
+def test_default_copy_is_one_import(chain, monkeypatch, run):
+    """The default copy creates every op in one import_graph_def, none from Python."""
+    graph, x, a, b, c = chain
+    imports = []
+    real_import = tf.compat.v1.import_graph_def
+
+    def counting_import(*args, **kwargs):
+        imports.append(len(args[0].node))
+        return real_import(*args, **kwargs)
+
+    def no_python_ops(*args, **kwargs):
+        raise AssertionError("an op was created from Python")
+
+    dst = tf.Graph()
+    with dst.as_default():
+        x2 = tf.constant(1.0, name="x2")
+        one2 = tf.constant(2.0, name="one2")
+    monkeypatch.setattr(tf.compat.v1, "import_graph_def", counting_import)
+    monkeypatch.setattr(tf.Operation, "from_node_def", no_python_ops)
+    _, info = ge.copy_with_input_replacements(
+        ge.sgv_scope("f", graph), {x: x2, a.op.inputs[1]: one2}, dst, "r")
+    assert imports == [3]
+    monkeypatch.undo()
+    assert run(dst, info.transformed(c)) == -9.0
