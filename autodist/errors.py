@@ -61,6 +61,7 @@ class TransformError(AutoDistError, RuntimeError):
     """A graph-transformation pass failed; names the pass, the variable and the op."""
 
     def __init__(self, message, pass_name=None, variable=None, op=None, passes_done=()):
+        self.problem = message
         self.pass_name = pass_name
         self.variable = variable
         self.op = op

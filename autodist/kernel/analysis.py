@@ -1,0 +1,188 @@
+"""What the kernels need to know about a single-device training graph.
+
+The ops of a captured graph fall into three parts, which the kernels treat
+differently:
+
+    creation   variables and what initializes them (VarHandleOp, its
+               initializer closure, the IsInitialized and snapshot reads)
+    compute    forward and backward pass: every ancestor of a gradient
+    apply      what the optimizer added: ancestors of the train ops that are
+               neither compute nor creation (update ops, slot updates, the
+               optimizer's own state such as Adam's beta powers or Keras'
+               iteration counter)
+
+For each variable with a gradient, ``GraphAnalysis`` also records where the
+gradient enters the apply part (consumer op, input index), which ops in the
+apply part write which variable, and the variable's *slots*: the other
+variables whose updates depend on its gradient (Adam's m and v, Momentum's
+accumulator). A parameter-server variable and its slots live together on the
+server and are written by exactly one apply per step.
+"""
+import dataclasses
+from typing import Dict, FrozenSet, List, Tuple
+
+import tensorflow as tf
+
+from autodist.errors import TransformError
+from autodist.graph_item import is_variable_write
+
+__all__ = ["VariableFacts", "GradInput", "GraphAnalysis", "analyze", "resource_source"]
+
+
+@dataclasses.dataclass(frozen=True)
+class VariableFacts:
+    op_name: str
+    name: str
+    dtype: tf.DType
+    shape: tf.TensorShape
+    trainable: bool
+    initializer: str
+    snapshot: str
+    creation_ops: FrozenSet[str]
+
+
+@dataclasses.dataclass(frozen=True)
+class GradInput:
+    """A gradient component consumed by an apply op: ``consumer.inputs[index]``."""
+
+    consumer: str
+    index: int
+    component: str  # "dense", "values", "indices" or "dense_shape"
+
+
+@dataclasses.dataclass
+class GraphAnalysis:
+    graph: tf.Graph                 # the single-device graph analysed
+    variables: Dict[str, VariableFacts]
+    creation_ops: FrozenSet[str]
+    apply_ops: FrozenSet[str]
+    train_ops: Tuple[str, ...]
+    grad_inputs: Dict[str, List[GradInput]]
+    grad_tensors: Dict[str, Dict[str, str]]
+    sparse: Dict[str, bool]
+    update_ops: Dict[str, str]
+    writes: Dict[str, str]          # apply op name -> variable op it writes
+    slots: Dict[str, Tuple[str, ...]]
+
+
+def resource_source(tensor):
+    """The op owning a resource tensor, looking through Identity chains."""
+    op = tensor.op
+    while op.type in ("Identity", "IdentityN") and op.inputs:
+        op = op.inputs[0].op if op.type == "Identity" else op.inputs[tensor.value_index].op
+    return op
+
+
+def _ancestors(roots):
+    seen, stack = set(), list(roots)
+    while stack:
+        op = stack.pop()
+        if op in seen:
+            continue
+        seen.add(op)
+        stack.extend(t.op for t in op.inputs)
+        stack.extend(op.control_inputs)
+    return seen
+
+
+def _variable_facts(graph, var_def):
+    handle = graph.get_tensor_by_name(var_def.variable_name)
+    var_op = handle.op
+    initializer = graph.get_operation_by_name(var_def.initializer_name)
+    creation = _ancestors([initializer])
+    creation.add(var_op)
+    for consumer in handle.consumers():
+        if consumer.type == "VarIsInitializedOp":
+            creation.update(_ancestors([consumer]) - {var_op} | {consumer})
+    snapshot = var_def.snapshot_name.split(":")[0] if var_def.snapshot_name else ""
+    if snapshot:
+        creation.add(graph.get_operation_by_name(snapshot))
+    dtype = var_op.get_attr("dtype") if var_op.type == "VarHandleOp" else handle.dtype.base_dtype
+    shape = tf.TensorShape(var_op.get_attr("shape")) if var_op.type == "VarHandleOp" else handle.shape
+    return VariableFacts(op_name=var_op.name, name=handle.name, dtype=tf.as_dtype(dtype), shape=shape,
+                         trainable=var_def.trainable, initializer=initializer.name, snapshot=snapshot,
+                         creation_ops=frozenset(op.name for op in creation))
+
+
+def _components(grad):
+    if isinstance(grad, tf.IndexedSlices):
+        parts = {"values": grad.values, "indices": grad.indices}
+        if grad.dense_shape is not None:
+            parts["dense_shape"] = grad.dense_shape
+        return parts
+    return {"dense": grad}
+
+
+def _forward_writes(starts, apply_ops):
+    """Write ops in the apply part reachable from ``starts`` over data edges (IdentityN by index)."""
+    found, seen, stack = [], set(), list(starts)
+    while stack:
+        tensor = stack.pop()
+        if tensor in seen:
+            continue
+        seen.add(tensor)
+        for consumer in tensor.consumers():
+            if consumer.name not in apply_ops:
+                continue
+            if is_variable_write(consumer):
+                found.append(consumer)
+            if consumer.type == "IdentityN":
+                stack.extend(consumer.outputs[i] for i, t in enumerate(consumer.inputs) if t is tensor)
+            else:
+                stack.extend(consumer.outputs)
+    return found
+
+
+def analyze(item):
+    """Classify the ops of a single-device GraphItem (see the module docstring)."""
+    graph = item.graph
+    variables = {}
+    for var_def in item.info.variables:
+        facts = _variable_facts(graph, var_def)
+        variables[facts.op_name] = facts
+    creation = frozenset().union(*(v.creation_ops for v in variables.values())) if variables else frozenset()
+    grad_info = item.var_op_name_to_grad_info
+    for var_op in grad_info:
+        if var_op not in variables:
+            raise TransformError("has a gradient but is not in the GraphItem's variables; call "
+                                 "graph_item.prepare() after building the graph", pass_name="analysis",
+                                 variable=var_op)
+    grads = {name: _components(grad) for name, (grad, _, _) in grad_info.items()}
+    grad_ops = [t.op for parts in grads.values() for t in parts.values()]
+    train_ops = [graph.get_operation_by_name(n) for n in item.train_op_names]
+    roots = train_ops or [update for _, _, update in grad_info.values()]
+    compute = _ancestors(grad_ops)
+    apply_ops = frozenset(op.name for op in _ancestors(roots) - compute if op.name not in creation)
+    return _link(item, variables, creation, apply_ops, train_ops, grads, grad_info)
+
+
+def _link(item, variables, creation, apply_ops, train_ops, grads, grad_info):
+    graph = item.graph
+    writes = {}
+    for name in apply_ops:
+        op = graph.get_operation_by_name(name)
+        if is_variable_write(op) and op.inputs:
+            writes[name] = resource_source(op.inputs[0]).name
+    grad_inputs, slots = {}, {}
+    for var_op, parts in grads.items():
+        entries = []
+        for component, tensor in parts.items():
+            for consumer in tensor.consumers():
+                if consumer.name in apply_ops:
+                    entries.extend(GradInput(consumer.name, i, component)
+                                   for i, t in enumerate(consumer.inputs) if t is tensor)
+        grad_inputs[var_op] = entries
+        reached = _forward_writes(list(parts.values()), apply_ops)
+        owned = set()
+        for op in reached:
+            owned.add(writes[op.name])
+            owned.update(resource_source(t).name for t in op.inputs if t.dtype == tf.resource)
+        owned.discard(var_op)
+        slots[var_op] = tuple(sorted(v for v in owned if v in variables))
+    return GraphAnalysis(
+        graph=graph, variables=variables, creation_ops=creation, apply_ops=apply_ops,
+        train_ops=tuple(op.name for op in train_ops), grad_inputs=grad_inputs,
+        grad_tensors={v: {c: t.name for c, t in parts.items()} for v, parts in grads.items()},
+        sparse={v: "values" in parts for v, parts in grads.items()},
+        update_ops={v: update.name for v, (_, _, update) in grad_info.items()},
+        writes=writes, slots=slots)

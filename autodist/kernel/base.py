@@ -1,0 +1,51 @@
+"""What every pass shares: the resolver of tensor signatures and the item hand-over.
+
+A pass is ``GraphItem -> GraphItem``. GraphDef-level passes take their
+input's GraphDef into a ``GraphDefEditor`` (an owned copy: the input is never
+touched) and hand over a new GraphDef-backed item carrying the input's
+records, info and train ops.
+"""
+import copy as _copy
+
+from tensorflow.core.framework import variable_pb2
+
+from autodist.graph_item import GraphItem
+from autodist.kernel.graph_def_edit import GraphDefEditor
+from autodist.kernel.plan import REPLICA_PREFIX
+
+__all__ = ["signature_resolver", "editor_for", "hand_over", "register_variable"]
+
+
+def signature_resolver(graph):
+    """name -> (dtype, shape) of the single-device tensor a (replicated) name derives from."""
+
+    def resolve(name):
+        base = name
+        if base.startswith(REPLICA_PREFIX):
+            base = base.split("/", 1)[1]
+        try:
+            tensor = graph.get_tensor_by_name(base)
+        except (KeyError, ValueError):
+            return None
+        return tensor.dtype, tensor.shape
+
+    return resolve
+
+
+def editor_for(item, plan, pass_name):
+    return GraphDefEditor(item.graph_def, signature_resolver(plan.analysis_graph), pass_name)
+
+
+def hand_over(editor, item):
+    """A new GraphDef-backed item for the editor's graph with ``item``'s records."""
+    result = GraphItem(graph_def=editor.graph_def)
+    result.info = item.info.copy()
+    result.copy_gradient_info_from(item)
+    return result
+
+
+def register_variable(item, handle_op, initializer_op, dtype, trainable=False):
+    """Record a variable a pass created, so that finalize initializes it."""
+    var_def = variable_pb2.VariableDef(variable_name=handle_op + ":0", initializer_name=initializer_op,
+                                       is_resource=True, trainable=trainable)
+    item.info.variables.append(_copy.deepcopy(var_def))

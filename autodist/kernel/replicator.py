@@ -1,0 +1,129 @@
+"""Replicate: one copy of the single-device graph per local replica.
+
+    single-device graph                 this node's graph (2 local replicas)
+    W (ps variable) ---------------->   W                         (shared, on its server)
+    x -> MatMul(x, W) -> loss  ----->   AutoDist-Replica-0/x -> .../MatMul(.., W) -> .../loss
+                                        AutoDist-Replica-1/x -> .../MatMul(.., W) -> .../loss
+    b (mirrored) ------------------->   AutoDist-Replica-0/b, AutoDist-Replica-1/b
+
+Parameter-server variables, their slots and their initializers are kept once
+(``plan.shared_ops``); every other op is copied with its name prefixed by
+``AutoDist-Replica-<i>/`` and placed on the replica's device (see
+``device.replica_device``). Inputs, control inputs and colocation entries that
+name a copied op are renamed to the same replica's copy; those naming a shared
+op keep the name. The pass works on NodeDefs (one import for the whole job,
+later) and returns a new GraphDef-backed GraphItem.
+"""
+import copy as _copy
+
+from tensorflow.core.framework import graph_pb2
+
+from autodist.graph_info import Info
+from autodist.graph_item import GraphItem, GradRecord
+from autodist.kernel.device import replica_device
+
+__all__ = ["Replicator", "replicated_name"]
+
+_RESOURCE_CONSUMERS = None
+
+
+def replicated_name(name, prefix, shared):
+    """Rename a node reference ("x", "x:1", "^x") into ``prefix``'s copy unless it is shared."""
+    control = name.startswith("^")
+    bare = name[1:] if control else name
+    op = bare.split(":")[0]
+    if op in shared:
+        return name
+    return ("^" if control else "") + prefix + bare
+
+
+class Replicator:
+    """The replicate pass (see the module docstring)."""
+
+    name = "replicate"
+
+    def __init__(self, plan):
+        self.plan = plan
+
+    def __call__(self, item):
+        plan = self.plan
+        source = item.graph_def
+        out = graph_pb2.GraphDef()
+        out.versions.CopyFrom(source.versions)
+        out.library.CopyFrom(source.library)
+        shared = plan.shared_ops
+        ps_devices = {op: plan.vars[owner].device for op, owner in plan.ps_state.items()}
+        for node in source.node:
+            if node.name in shared:
+                copy = out.node.add()
+                copy.CopyFrom(node)
+                copy.device = plan.shared_devices[node.name]
+                continue
+            resource_device = _resource_device(node, ps_devices)
+            for replica in plan.local:
+                self._copy_node(out.node.add(), node, replica, shared, resource_device)
+        result = GraphItem(graph_def=out)
+        result.info = _replicated_info(item.info, plan)
+        result.add_grad_records(_replicated_records(item, plan.local[0].prefix, shared))
+        result.extend_train_ops(r.prefix + name for r in plan.local for name in item.train_op_names)
+        result.extend_optimizer_info(item.optimizer, *item.optimizer_args, **item.optimizer_kwargs) \
+            if item.optimizer is not None else None
+        return result
+
+    @staticmethod
+    def _copy_node(copy, node, replica, shared, resource_device):
+        copy.CopyFrom(node)
+        prefix = replica.prefix
+        copy.name = prefix + node.name
+        if node.input:
+            copy.input[:] = [replicated_name(i, prefix, shared) for i in node.input]
+        copy.device = replica_device(node, replica, resource_device)
+        if "_class" in node.attr:
+            copy.attr["_class"].list.s[:] = [
+                v if v[5:].decode() in shared else b"loc:@" + prefix.encode() + v[5:]
+                for v in node.attr["_class"].list.s]
+        if "shared_name" in node.attr and node.attr["shared_name"].s:
+            copy.attr["shared_name"].s = copy.name.encode()
+        if node.op in ("Enter", "RefEnter"):
+            copy.attr["frame_name"].s = prefix.encode() + node.attr["frame_name"].s
+
+
+def _resource_device(node, ps_devices):
+    """The server of a parameter-server variable this node reads or writes, if any."""
+    for entry in node.input:
+        if entry.startswith("^"):
+            continue
+        op = entry.split(":")[0]
+        if op in ps_devices:
+            return ps_devices[op]
+    return None
+
+
+def _rename_var_def(var_def, prefix):
+    renamed = _copy.deepcopy(var_def)
+    for field in ("variable_name", "initial_value_name", "initializer_name", "snapshot_name"):
+        value = getattr(var_def, field)
+        if value:
+            setattr(renamed, field, prefix + value)
+    return renamed
+
+
+def _replicated_info(info, plan):
+    result = Info()
+    shared_vars = set(plan.ps_state)
+    for var_def in info.variables:
+        op_name = var_def.variable_name.split(":")[0]
+        if op_name in shared_vars:
+            result.variables.append(_copy.deepcopy(var_def))
+        else:
+            result.variables.extend(_rename_var_def(var_def, r.prefix) for r in plan.local)
+    result.table_initializers = [r.prefix + name for r in plan.local for name in info.table_initializers]
+    return result
+
+
+def _replicated_records(item, prefix, shared):
+    def rename(name):
+        return replicated_name(name, prefix, shared) if name else name
+    return [GradRecord(target=rename(r.target), grad=rename(r.grad), indices=rename(r.indices),
+                       values=rename(r.values), dense_shape=rename(r.dense_shape), update_op=rename(r.update_op))
+            for r in item.grad_records]

@@ -1,0 +1,53 @@
+"""Synchronization passes: in-graph (within this node) and between graphs (across nodes).
+
+``SyncInGraph`` reduces this node's replica gradients of parameter-server
+variables into one. ``SyncBetweenGraph`` adds what crosses process
+boundaries (accumulators and tokens for parameter servers, collectives for
+all-reduce, proxies and the staleness barrier), wires the synchronized
+gradients into the optimizer's updates, and makes every replica's copy of the
+train ops wait for the step's synchronization.
+"""
+from autodist.kernel.base import editor_for, hand_over, register_variable
+from autodist.kernel.synchronization.all_reduce import synchronize_all_reduce
+from autodist.kernel.synchronization.proxy import add_proxies
+from autodist.kernel.synchronization.ps import reduce_locally, synchronize_ps
+
+__all__ = ["SyncInGraph", "SyncBetweenGraph"]
+
+
+class SyncInGraph:
+    """Local reduction of parameter-server gradients."""
+
+    name = "sync_in_graph"
+
+    def __init__(self, plan):
+        self.plan = plan
+
+    def __call__(self, item):
+        editor = editor_for(item, self.plan, self.name)
+        reduce_locally(editor, self.plan)
+        return hand_over(editor, item)
+
+
+class SyncBetweenGraph:
+    """Cross-node aggregation, update wiring and the per-step synchronization ops."""
+
+    name = "sync_between_graph"
+
+    def __init__(self, plan):
+        self.plan = plan
+
+    def __call__(self, item):
+        plan = self.plan
+        editor = editor_for(item, plan, self.name)
+        steps = synchronize_ps(editor, plan)
+        proxy_steps, proxy_vars = add_proxies(editor, plan, steps[0]) if steps else ([], [])
+        ar_steps, ar_vars = synchronize_all_reduce(editor, plan)
+        steps = steps + proxy_steps + ar_steps
+        for replica in plan.local:
+            for train_op in plan.analysis.train_ops:
+                editor.add_control_inputs(replica.prefix + train_op, steps)
+        result = hand_over(editor, item)
+        for handle, init, dtype in proxy_vars + ar_vars:
+            register_variable(result, handle, init, dtype)
+        return result

@@ -1,0 +1,115 @@
+"""Gradient compressors for all-reduce: what goes over the wire, and what is kept back.
+
+    NoneCompressor       flat ---------------------- all-reduce(mean) ------------> flat
+    HorovodCompressor    flat -> float16 ----------- all-reduce(sum) -> float32 / R
+    HorovodCompressorEF  c = flat + e; q = float16(c); e <- c - q  (error feedback)
+                         q ------------------------- all-reduce(sum) -> float32 / R
+    PowerSGDCompressor   M + E = M' (as a matrix), P = M'Q, P <- mean(P), P <- orth(P),
+                         Q <- mean(M'^T P), grad = P Q^T, E <- M' - grad        (rank r)
+
+The error-feedback residual E and PowerSGD's Q are variables, one per replica,
+that persist across steps; every replica starts from the same values (zeros,
+and a fixed-seed Q), and sees the same reduced tensors, so the mirrored
+variables stay identical. One-dimensional tensors are not worth a low-rank
+approximation and go through a plain all-reduce.
+"""
+import numpy as np
+import tensorflow as tf
+from tensorflow.core.framework import attr_value_pb2
+from tensorflow.python.ops import collective_ops, gen_resource_variable_ops
+
+from autodist.proto import synchronizers_pb2
+
+__all__ = ["Collectives", "reduce_flat", "powersgd", "NONE", "HOROVOD", "HOROVOD_EF", "POWERSGD"]
+
+_C = synchronizers_pb2.AllReduceSynchronizer
+NONE, HOROVOD, HOROVOD_EF, POWERSGD = (_C.NoneCompressor, _C.HorovodCompressor, _C.HorovodCompressorEF,
+                                       _C.PowerSGDCompressor)
+_POWERSGD_SEED = 20200215
+
+
+class Collectives:
+    """Collective ops of one job: one group of every replica, instance keys handed out in order.
+
+    Every node walks the variables in the same order, so the k-th collective
+    gets the same key on every node.
+    """
+
+    def __init__(self, plan):
+        self.plan = plan
+        self._next = plan.key_base
+
+    def key(self):
+        self._next += 1
+        return self._next
+
+    def hint(self, replica, spec):
+        gpu = tf.DeviceSpec.from_string(replica.device).device_type == "GPU"
+        if spec == _C.RING or not gpu:
+            return "ring"
+        return "nccl"
+
+    def all_reduce(self, tensor, key, hint, merge="Add", final="Div"):
+        return collective_ops.all_reduce_v2(tensor, group_size=self.plan.num_replicas,
+                                            group_key=self.plan.group_key, instance_key=key,
+                                            merge_op=merge, final_op=final, communication_hint=hint)
+
+    def all_gather(self, tensor, key, hint):
+        return collective_ops.all_gather_v2(tensor, group_size=self.plan.num_replicas,
+                                            group_key=self.plan.group_key, instance_key=key,
+                                            communication_hint=hint)
+
+
+def new_variable(name, dtype, shape, initial):
+    """A resource variable (in the current name scope): (handle, initializer op).
+
+    Its shared name is its full op name, unique in the graph, so that two
+    variables on one device never share a resource.
+    """
+    handle = gen_resource_variable_ops.var_handle_op(dtype=dtype, shape=shape, shared_name="", name=name)
+    handle.op._set_attr("shared_name", attr_value_pb2.AttrValue(s=handle.op.name.encode()))
+    init = gen_resource_variable_ops.assign_variable_op(handle, initial, name=name + "_init")
+    return handle, init
+
+
+def _read(handle, dtype):
+    return gen_resource_variable_ops.read_variable_op(handle, dtype)
+
+
+def reduce_flat(collectives, flat, compressor, key, hint, state_name):
+    """All-reduce one flat float vector; returns (mean, step ops, new variables)."""
+    count = tf.cast(collectives.plan.num_replicas, flat.dtype)
+    if compressor == NONE or not flat.dtype.is_floating:
+        return collectives.all_reduce(flat, key, hint), [], []
+    if compressor == HOROVOD:
+        total = collectives.all_reduce(tf.cast(flat, tf.float16), key, hint, final="Id")
+        return tf.cast(total, flat.dtype) / count, [], []
+    if compressor == HOROVOD_EF:
+        size = flat.shape.num_elements()
+        handle, init = new_variable(state_name + "/residual", flat.dtype, [size], tf.zeros([size], flat.dtype))
+        corrected = flat + _read(handle, flat.dtype)
+        sent = tf.cast(corrected, tf.float16)
+        update = gen_resource_variable_ops.assign_variable_op(handle, corrected - tf.cast(sent, flat.dtype))
+        total = collectives.all_reduce(sent, key, hint, final="Id")
+        return tf.cast(total, flat.dtype) / count, [update], [(handle.op.name, init.name, flat.dtype)]
+    raise ValueError("compressor {} does not reduce flat vectors".format(compressor))
+
+
+def powersgd(collectives, grad, rank, keys, hint, state_name):
+    """Rank-``rank`` PowerSGD with error feedback; returns (approximate mean, step ops, new variables)."""
+    shape = grad.shape.as_list()
+    rows, cols = shape[0], int(np.prod(shape[1:]))
+    rank = max(1, min(rank, rows, cols))
+    dtype = grad.dtype
+    q_init = tf.random.stateless_normal([cols, rank], seed=[_POWERSGD_SEED, rows * 7919 + cols], dtype=dtype)
+    q_handle, q_init_op = new_variable(state_name + "/q", dtype, [cols, rank], q_init)
+    e_handle, e_init_op = new_variable(state_name + "/error", dtype, [rows, cols], tf.zeros([rows, cols], dtype))
+    matrix = tf.reshape(grad, [rows, cols]) + _read(e_handle, dtype)
+    p = collectives.all_reduce(tf.matmul(matrix, _read(q_handle, dtype)), keys[0], hint)
+    p, _ = tf.linalg.qr(p)
+    q = collectives.all_reduce(tf.matmul(matrix, p, transpose_a=True), keys[1], hint)
+    approx = tf.matmul(p, q, transpose_b=True)
+    updates = [gen_resource_variable_ops.assign_variable_op(e_handle, matrix - approx),
+               gen_resource_variable_ops.assign_variable_op(q_handle, q)]
+    new_vars = [(q_handle.op.name, q_init_op.name, dtype), (e_handle.op.name, e_init_op.name, dtype)]
+    return tf.reshape(approx, shape), updates, new_vars

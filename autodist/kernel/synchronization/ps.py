@@ -1,0 +1,197 @@
+"""Parameter-server synchronization.
+
+In-graph (``reduce_locally``): this node's replica gradients of each
+parameter-server variable become one: a sum (dense) or a concatenation
+(IndexedSlices), on the node's first replica device.
+
+Between graphs (``synchronize_ps``), per variable:
+
+    sync          every node pushes its local sum into a SUM accumulator on the
+                  server; the chief takes all of them, divides by the number of
+                  replicas and applies; then it releases one token to each
+                  other node, which waits for it before its step ends:
+
+                  node k:  local ---push---> [accumulator on PS] <---push--- chief: local
+                           wait(token_k) <------ release <-- apply <-- take(W) / R
+
+    async         every node applies its own local mean, nobody waits
+    staleness=s   as async, plus a barrier that keeps every node within s steps of
+                  the slowest (``staleness.py``)
+
+Only one replica per applying node runs the update (the others' writes of the
+variable and its slots become NoOps waiting for it), so the variable, its
+slots and the optimizer's step counters advance once per step.
+"""
+import tensorflow as tf
+
+from autodist.kernel.synchronization import staleness, wiring
+
+__all__ = ["reduce_locally", "synchronize_ps", "local_names"]
+
+_ANY_STEP = 2 ** 62  # accumulators drop gradients older than their step; ours never are
+_TOKEN_CAPACITY = 2 ** 30
+
+
+def local_names(var_op):
+    base = "AutoDist-PS/{}/".format(var_op)
+    return {"dense": base + "local_sum:0", "values": base + "local_values:0",
+            "indices": base + "local_indices:0", "dense_shape": base + "local_dense_shape:0"}
+
+
+def _local(scratch, var_op, facts, component):
+    """A stand-in for this node's local gradient component (made by ``reduce_locally``)."""
+    shapes = {"dense": facts.shape, "values": [None] + facts.shape.as_list()[1:],
+              "indices": [None], "dense_shape": [facts.shape.rank]}
+    dtype = facts.dtype if component in ("dense", "values") else tf.int64
+    return scratch.tensor(local_names(var_op)[component], dtype=dtype, shape=shapes[component])
+
+
+def _combine(tensors, name, op):
+    return tf.identity(tensors[0], name=name) if len(tensors) == 1 else op(tensors, name=name)
+
+
+def reduce_locally(editor, plan):
+    """Sum (or concatenate) this node's replica gradients of every parameter-server variable."""
+    if not plan.ps_vars:
+        return
+    scratch = editor.scratch()
+    with scratch.graph.as_default():
+        for var in plan.ps_vars:
+            parts = plan.analysis.grad_tensors[var.op_name]
+            facts = plan.analysis.variables[var.op_name]
+            with tf.device(plan.local[0].device), tf.name_scope("AutoDist-PS/{}/".format(var.op_name)):
+                if not var.sparse:
+                    _combine([scratch.tensor(r.prefix + parts["dense"]) for r in plan.local], "local_sum", tf.add_n)
+                    continue
+                concat = lambda ts, name: tf.concat(ts, 0, name=name)  # noqa: E731
+                _combine([scratch.tensor(r.prefix + parts["values"]) for r in plan.local], "local_values", concat)
+                indices = [tf.cast(scratch.tensor(r.prefix + parts["indices"]), tf.int64) for r in plan.local]
+                _combine(indices, "local_indices", concat)
+                if "dense_shape" in parts:
+                    shape = tf.cast(scratch.tensor(plan.local[0].prefix + parts["dense_shape"]), tf.int64)
+                else:
+                    shape = tf.constant(facts.shape.as_list(), tf.int64)
+                tf.identity(shape, name="local_dense_shape")
+    scratch.commit()
+
+
+def _is_global_sync(var, plan):
+    return var.sync and var.staleness == 0 and plan.node.num_tasks > 1
+
+
+def _accumulate(scratch, var, plan, facts):
+    """Push this node's local gradient; on the chief, take all of them. Returns (push, agg or None)."""
+    shared = "{}/acc/{}".format(plan.node.job_id, var.op_name)
+    with tf.device(var.device), tf.name_scope("AutoDist-PS/{}/accumulator/".format(var.op_name)):
+        if var.sparse:
+            acc = tf.compat.v1.SparseConditionalAccumulator(
+                facts.dtype, shape=facts.shape, shared_name=shared, reduction_type="SUM", name="acc")
+            local = tf.IndexedSlices(*(_local(scratch, var.op_name, facts, c)
+                                       for c in ("values", "indices", "dense_shape")))
+            push = acc.apply_indexed_slices_grad(local, local_step=_ANY_STEP, name="push")
+        else:
+            acc = tf.compat.v1.ConditionalAccumulator(
+                facts.dtype, shape=facts.shape, shared_name=shared, reduction_type="SUM", name="acc")
+            push = acc.apply_grad(_local(scratch, var.op_name, facts, "dense"), local_step=_ANY_STEP, name="push")
+        if not plan.node.is_chief:
+            return push, None
+        with tf.control_dependencies([push]):
+            if var.sparse:
+                taken = acc.take_indexed_slices_grad(plan.node.num_tasks, name="take")
+                return push, _sparse_mean(taken.values, taken.indices, taken.dense_shape, plan.num_replicas)
+            return push, {"dense": tf.truediv(acc.take_grad(plan.node.num_tasks, name="take"),
+                                              tf.cast(plan.num_replicas, facts.dtype), name="mean")}
+
+
+def _sparse_mean(values, indices, dense_shape, count):
+    mean = tf.truediv(values, tf.cast(count, values.dtype), name="mean_values")
+    return {"values": mean, "indices": tf.identity(indices, name="mean_indices"),
+            "dense_shape": tf.identity(dense_shape, name="mean_dense_shape")}
+
+
+def _local_mean(scratch, var, plan, facts):
+    count = len(plan.local)
+    with tf.device(plan.local[0].device), tf.name_scope("AutoDist-PS/{}/".format(var.op_name)):
+        if var.sparse:
+            return _sparse_mean(*(_local(scratch, var.op_name, facts, c) for c in ("values", "indices", "dense_shape")),
+                                count)
+        return {"dense": tf.truediv(_local(scratch, var.op_name, facts, "dense"), tf.cast(count, facts.dtype),
+                                    name="mean")}
+
+
+def _cast_like_original(result, plan, var_op):
+    """Sparse indices go back to the dtype the apply ops were built for."""
+    parts = plan.analysis.grad_tensors[var_op]
+    if "indices" in result:
+        dtype = plan.analysis.graph.get_tensor_by_name(parts["indices"]).dtype
+        result["indices"] = tf.cast(result["indices"], dtype)
+    if "dense_shape" in result and "dense_shape" in parts:
+        dtype = plan.analysis.graph.get_tensor_by_name(parts["dense_shape"]).dtype
+        result["dense_shape"] = tf.cast(result["dense_shape"], dtype)
+    return result
+
+
+def _token_queue(plan, task):
+    with tf.device(plan.host_cpu(task)):
+        return tf.queue.FIFOQueue(_TOKEN_CAPACITY, [tf.int32], shapes=[[]],
+                                  shared_name="{}/tokens/{}".format(plan.node.job_id, task),
+                                  name="tokens/queue_{}".format(task))
+
+
+def synchronize_ps(editor, plan):
+    """Aggregate across nodes, wire the applying replica, disable the others; returns step ops."""
+    if not plan.ps_vars:
+        return []
+    scratch = editor.scratch()
+    applied, pushes, global_sync = {}, [], []
+    with scratch.graph.as_default():
+        for var in plan.ps_vars:
+            facts = plan.analysis.variables[var.op_name]
+            if _is_global_sync(var, plan):
+                push, agg = _accumulate(scratch, var, plan, facts)
+                pushes.append(push)
+                global_sync.append(var.op_name)
+            else:
+                agg = _local_mean(scratch, var, plan, facts)
+            if agg is not None:
+                with tf.device(plan.local[0].device):
+                    agg = _cast_like_original(agg, plan, var.op_name)
+                applied[var.op_name] = {c: t.name for c, t in agg.items()}
+        step_op = _step_op(scratch, plan, pushes, global_sync)
+    scratch.commit()
+    _wire(editor, plan, applied, global_sync, step_op)
+    return [step_op] + staleness.barrier(editor, plan, step_op)
+
+
+def _applier_writes(plan, var_ops):
+    prefix = plan.local[0].prefix
+    return [prefix + op for var in var_ops for op in wiring.state_writes(plan, var)]
+
+
+def _step_op(scratch, plan, pushes, global_sync):
+    """The op a step waits for: updates applied here, released (chief) or awaited (others)."""
+    local_appliers = [v.op_name for v in plan.ps_vars if v.op_name not in global_sync]
+    after = [scratch.control(op) for op in _applier_writes(plan, local_appliers)]
+    with tf.name_scope("AutoDist-PS/"):
+        if global_sync and plan.node.is_chief:
+            after += [scratch.control(op) for op in _applier_writes(plan, global_sync)]
+            with tf.control_dependencies(after):
+                enqueues = [_token_queue(plan, task).enqueue(0, name="release_{}".format(task))
+                            for task in range(plan.node.num_tasks) if task != plan.node.task_index]
+            return tf.group(*enqueues, name="release").name
+        if global_sync:
+            with tf.control_dependencies(pushes + after):
+                return tf.group(_token_queue(plan, plan.node.task_index).dequeue(name="wait"), name="waited").name
+        with tf.control_dependencies(after):
+            return tf.no_op(name="applied").name
+
+
+def _wire(editor, plan, applied, global_sync, step_op):
+    for var in plan.ps_vars:
+        applier = None
+        if var.op_name in applied:
+            applier = plan.local[0].prefix
+            wiring.reroute_gradient(editor, plan.analysis, var.op_name, applier, applied[var.op_name])
+        for replica in plan.local:
+            if replica.prefix != applier:
+                wiring.disable_writes(editor, plan, var.op_name, replica.prefix, [step_op])

@@ -1,0 +1,39 @@
+"""Connecting a synchronized gradient to a replica's optimizer update.
+
+    before                                   after (the applying replica)
+    g^r ---> ResourceApplyAdam(W, m, v, g)   agg ---> ResourceApplyAdam(W, m, v, agg)
+
+Only the gradient's consumers inside the apply part are rerouted (the same
+tensor may also feed the forward pass, e.g. the ids of an embedding lookup).
+Replicas that must not apply a parameter-server update get their writes of
+that variable and its slots turned into NoOps that wait for the update to be
+done elsewhere.
+"""
+from autodist.kernel.graph_def_edit import tensor_name
+
+__all__ = ["reroute_gradient", "disable_writes", "state_writes", "shared_state_of"]
+
+
+def reroute_gradient(editor, analysis, var_op, prefix, new_components):
+    """In ``prefix``'s replica, feed ``new_components`` (component -> tensor name) to the apply ops."""
+    for entry in analysis.grad_inputs[var_op]:
+        if entry.component not in new_components:
+            continue
+        editor.set_input(prefix + entry.consumer, entry.index, tensor_name(new_components[entry.component]))
+
+
+def shared_state_of(plan, var_op):
+    """The parameter-server variable and its slots (op names)."""
+    return {var_op} | set(plan.analysis.slots[var_op])
+
+
+def state_writes(plan, var_op):
+    """Apply-part ops (single-device names) that write ``var_op`` or one of its slots."""
+    owned = shared_state_of(plan, var_op)
+    return sorted(op for op, target in plan.analysis.writes.items() if target in owned)
+
+
+def disable_writes(editor, plan, var_op, prefix, after):
+    """Make ``prefix``'s writes of ``var_op``'s state wait for ``after`` instead of running."""
+    for op in state_writes(plan, var_op):
+        editor.disable(prefix + op, after)
