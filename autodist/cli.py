@@ -14,12 +14,12 @@ import argparse
 
 from autodist import __version__
 from autodist.commands import EXIT_USER_ERROR, USER_ERRORS, report_error
-from autodist.commands import spec
+from autodist.commands import plan, spec
 
 __all__ = ["main", "build_parser", "COMMANDS"]
 
 #: Command modules, each with ``register(subparsers)``.
-COMMANDS = (spec,)
+COMMANDS = (spec, plan)
 
 
 def build_parser():

@@ -1,0 +1,38 @@
+"""Strategy builders: how each variable is synchronized, partitioned and placed.
+
+    from autodist.strategies import PSLoadBalancing
+    strategy = PSLoadBalancing().build(graph_item, resource_spec)   # pure, deterministic
+    compiled = StrategyCompiler(graph_item, resource_spec).compile(strategy)
+
+The eight builders take AutoDist's constructor arguments and are presets of
+two engines (``ps.PS`` and ``all_reduce.AllReduce``) plus their composition
+(``Parallax``)::
+
+    PS  <-  PSLoadBalancing  <-  PartitionedPS, UnevenPartitionedPS
+    AllReduce  <-  PartitionedAR  <-  RandomAxisPartitionAR
+    Parallax = AllReduce (dense) + PSLoadBalancing (sparse)
+
+Every algorithm reads only the planning view (``_planning.PlanVariable``), so
+``builder.plan(variables, resource_spec)`` runs on synthetic lists and this
+package does not import TensorFlow. ``report`` turns a plan into the tables
+of ``autodist plan``.
+"""
+from autodist.strategies.all_reduce import AllReduce
+from autodist.strategies.base import Strategy, StrategyBuilder, VariableStrategyBuilder
+from autodist.strategies.compiler import StrategyCompiler
+from autodist.strategies.parallax import Parallax
+from autodist.strategies.partitioned_ar import PartitionedAR, RandomAxisPartitionAR
+from autodist.strategies.partitioned_ps import PartitionedPS, UnevenPartitionedPS
+from autodist.strategies.ps import PS
+from autodist.strategies.ps_load_balancing import PSLoadBalancing
+
+__all__ = [
+    "PS", "PSLoadBalancing", "PartitionedPS", "UnevenPartitionedPS", "AllReduce",
+    "PartitionedAR", "RandomAxisPartitionAR", "Parallax", "Strategy", "StrategyBuilder",
+    "StrategyCompiler", "VariableStrategyBuilder", "BUILDERS",
+]
+
+#: Builder classes by name, as ``autodist plan -s NAME`` accepts them.
+BUILDERS = {cls.__name__: cls for cls in (
+    PS, PSLoadBalancing, PartitionedPS, UnevenPartitionedPS, AllReduce, PartitionedAR,
+    RandomAxisPartitionAR, Parallax)}

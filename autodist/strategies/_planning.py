@@ -1,0 +1,108 @@
+"""The planning view: the variables a builder plans and the devices it plans them on.
+
+Builders never walk a ``tf.Graph``. They get a list of :class:`PlanVariable`
+(one per variable that has a gradient record, in the GraphItem's record order)
+and a ``ResourceSpec``, so that every algorithm also runs on synthetic lists
+(``benchmarks/strategy_builders.py`` times them on 100k variables without
+TensorFlow). Two sources are combined, and the split of authority matters:
+
+- the gradient records decide *which* variables are planned and whether a
+  gradient is sparse (a ``tf.IndexedSlices`` record is the truth; the IR's
+  ``VariableInfo.is_sparse`` only guesses from read patterns);
+- the IR (``autodist.ir.variables.variable_infos``) gives shapes, dtypes, byte
+  sizes and ``in_control_flow``.
+
+Device helpers live here too, because "which devices replicate" and "which
+devices may serve" are the same for every builder family.
+"""
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+from autodist.errors import StrategyError
+
+__all__ = [
+    "PlanVariable", "planning_variables", "replica_devices", "first_cpu_server",
+    "all_cpu_servers",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class PlanVariable:
+    """One variable as a strategy builder sees it.
+
+    ``shape`` is None for an unknown rank and may hold None dims; then
+    ``byte_size`` is a lower bound (unknown dims count as 1) and the variable
+    is never partitioned. ``dtype`` is the element type's name ("float32").
+    """
+
+    name: str
+    op_name: str
+    shape: Optional[Tuple[Optional[int], ...]]
+    dtype: str
+    byte_size: int
+    is_sparse: bool
+    in_control_flow: bool = False
+
+    @property
+    def shape_known(self):
+        return self.shape is not None and all(d is not None for d in self.shape)
+
+
+def planning_variables(graph_item):
+    """``PlanVariable`` of every variable with a gradient record, in record order.
+
+    A record whose target is not a variable op's output (a handle routed
+    through an Identity, say) cannot be planned: StrategyError names it.
+    """
+    from autodist.ir.variables import variable_infos
+
+    records = graph_item.grad_records
+    op_names = []
+    for record in records:
+        op_name, _, index = record.target.partition(":")
+        if index not in ("", "0"):
+            raise StrategyError("gradient target {!r} is output {} of op {!r}; only a variable "
+                                "op's first output can be planned".format(record.target, index,
+                                                                          op_name))
+        op_names.append(op_name)
+    ugraph = graph_item.ir
+    try:
+        infos = variable_infos(ugraph, op_names)
+    except ValueError as exc:
+        raise StrategyError("cannot plan the gradient targets: {}".format(exc)) from None
+    return [_plan_variable(info, record.is_sparse, ugraph)
+            for info, record in zip(infos, records)]
+
+
+def _plan_variable(info, is_sparse, ugraph):
+    if info.dtype is not None:
+        dtype = info.dtype.name
+    else:   # bfloat16, float8...: numpy has no type, the IR still knows the name
+        dtype = ugraph.ops_info[info.op_name].op_attr["dtype"].name
+    shape = None if info.shape is None else tuple(info.shape)
+    return PlanVariable(name=info.name, op_name=info.op_name, shape=shape, dtype=dtype,
+                        byte_size=int(info.byte_size), is_sparse=bool(is_sparse),
+                        in_control_flow=bool(info.in_control_flow))
+
+
+def replica_devices(resource_spec):
+    """Devices that run one replica each: a node's GPUs, or its CPUs if it has none.
+
+    Node-major, in the spec's node order, so a node's replicas are contiguous.
+    """
+    gpus = resource_spec.node_gpu_devices
+    cpus = resource_spec.node_cpu_devices
+    replicas = []
+    for node in resource_spec.nodes:
+        replicas.extend(gpus.get(node.address) or cpus[node.address])
+    return replicas
+
+
+def first_cpu_server(resource_spec):
+    """``["<first node>:CPU:0"]``: the single parameter server of ``PS``."""
+    return ["{}:CPU:0".format(resource_spec.nodes[0].address)]
+
+
+def all_cpu_servers(resource_spec):
+    """Every CPU device of every node, in spec order: the servers of the balanced builders."""
+    return [name for name, _ in resource_spec.cpu_devices]

@@ -1,0 +1,85 @@
+"""StrategyCompiler: a builder's plan, resolved against the graph and the cluster.
+
+Builders speak the resource spec's language (``"10.0.0.2:CPU:0"``); kernels
+and TensorFlow need job/task names. Compiling is a Strategy -> Strategy
+function that never mutates its input::
+
+    "10.0.0.2:GPU:1"  ->  "/job:worker/task:<k>/device:GPU:1"
+
+where ``k = resource_spec.task_index("10.0.0.2")``, the address's rank in sorted
+order, so every node derives the same names. Names already in ``/job:`` form
+pass unchanged (compiling twice is compiling once). Plan entries for variables
+that have no gradient update in the GraphItem are dropped, since there is
+nothing to synchronize. The result carries the hash of its own content as id.
+"""
+from autodist.errors import ResourceSpecError, StrategyError
+from autodist.proto import strategy_pb2
+from autodist.resource_spec import DeviceSpec
+from autodist.strategies.base import Strategy
+
+__all__ = ["StrategyCompiler"]
+
+
+class StrategyCompiler:
+    """``StrategyCompiler(graph_item, resource_spec).compile(strategy) -> Strategy``."""
+
+    def __init__(self, graph_item, resource_spec):
+        self._graph_item = graph_item
+        self._resource_spec = resource_spec
+
+    def compile(self, strategy):
+        """A new Strategy: variables without gradients dropped, device names resolved."""
+        updated = set(self._graph_item.var_op_name_to_grad_info)
+        resolve = _DeviceResolver(self._resource_spec)
+        proto = strategy_pb2.Strategy()
+        for node in strategy.node_config:
+            if node.var_name.split(":")[0] not in updated:
+                continue
+            new = proto.node_config.add()
+            new.CopyFrom(node)
+            _resolve_node(new, resolve, node.var_name)
+        for replica in strategy.graph_config.replicas:
+            proto.graph_config.replicas.append(resolve(replica, "graph_config.replicas"))
+        return Strategy.with_content_id(proto)
+
+
+class _DeviceResolver:
+    """Spec device name -> ``/job:worker/task:<k>/device:<TYPE>:<i>``, memoized."""
+
+    def __init__(self, resource_spec):
+        self._spec = resource_spec
+        self._devices = {name for name, _ in resource_spec.devices}
+        self._memo = {}
+
+    def __call__(self, name, where):
+        if name.startswith("/job:"):
+            return name
+        resolved = self._memo.get(name)
+        if resolved is None:
+            resolved = self._memo[name] = self._resolve(name, where)
+        return resolved
+
+    def _resolve(self, name, where):
+        if not name:
+            raise StrategyError("{}: empty device name; expected '<address>:<CPU|GPU>:<index>'"
+                                .format(where))
+        try:
+            device = DeviceSpec.from_string(name)
+        except ResourceSpecError as exc:
+            raise StrategyError("{}: {}".format(where, exc)) from None
+        if name not in self._devices:
+            raise StrategyError("{}: device {!r} is not in the resource spec {} (devices: {})"
+                                .format(where, name, self._spec.path,
+                                        ", ".join(sorted(self._devices))))
+        task = self._spec.task_index(device.host_address)
+        return "/job:worker/task:{}/device:{}:{}".format(task, device.device_type,
+                                                        device.device_index)
+
+
+def _resolve_node(node, resolve, where):
+    if node.WhichOneof("synchronizer") == "PSSynchronizer":
+        sync = node.PSSynchronizer
+        sync.reduction_destination = resolve(sync.reduction_destination,
+                                             "variable {!r}".format(where))
+    for part in node.part_config:
+        _resolve_node(part, resolve, part.var_name)

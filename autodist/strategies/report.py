@@ -1,0 +1,322 @@
+"""What a plan costs: per-variable rows, per-device bytes and the load imbalance λ.
+
+``autodist plan`` prints this; tests and benchmarks call it directly::
+
+    report = plan_report(strategy, planning_variables(graph_item), resource_spec, builder)
+    print(format_table(report))          # or json.dumps(report.to_dict())
+
+Traffic per training step, for a message of M bytes and N replicas (device
+level: transfers between devices of one node count too; a sparse gradient is
+counted as its dense size, an upper bound):
+
+- ring all-reduce: every replica sends and receives ``2 (N - 1) / N * M``;
+- parameter server: every replica pushes its gradient (sends M) and pulls the
+  new value (receives M); the server receives ``N * M`` and sends ``N * M``.
+
+Bytes held: a server holds the variables (shards) placed on it; every replica
+holds a copy of each all-reduced variable and of each PS variable that has a
+local proxy. λ = max / mean of the bytes held by the candidate servers (every
+CPU device, and any other device a PS node names); 1.0 when no variable uses a
+parameter server, as all replicas then hold the same bytes.
+"""
+import dataclasses
+from typing import Optional, Tuple
+
+from autodist.proto import synchronizers_pb2
+from autodist.strategies._sharding import even_sizes, parse_partition_string
+
+__all__ = ["ShardRow", "VariableRow", "DeviceRow", "PlanReport", "plan_report", "format_table",
+           "ring_all_reduce_bytes", "ps_push_pull_bytes", "server_loads", "load_imbalance",
+           "human_bytes"]
+
+_COMPRESSOR_NAMES = synchronizers_pb2.AllReduceSynchronizer.Compressor.Name
+
+
+def ring_all_reduce_bytes(message_bytes, num_replicas):
+    """Bytes each replica sends (and receives) in a ring all-reduce of ``message_bytes``."""
+    return 2.0 * (num_replicas - 1) / num_replicas * message_bytes
+
+
+def ps_push_pull_bytes(message_bytes, num_replicas):
+    """``(replica sends, replica receives, server sends, server receives)`` per step."""
+    return message_bytes, message_bytes, num_replicas * message_bytes, num_replicas * message_bytes
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardRow:
+    """One synchronized piece: a shard, or the whole variable when it is not partitioned."""
+
+    name: str
+    placement: object   # server device name (PS) or group number (all-reduce)
+    bytes: int
+
+
+@dataclasses.dataclass(frozen=True)
+class VariableRow:
+    name: str
+    shape: Optional[Tuple[Optional[int], ...]]
+    dtype: str
+    bytes: int
+    sparse: bool
+    synchronizer: str   # "PS", "AllReduce" or "none"
+    placement: Tuple   # server devices (PS) or group numbers (all-reduce), per shard
+    partitioner: str
+    shard_sizes: Tuple[int, ...]   # extents along the split axis (explicit or the even split)
+    compressor: str
+    shards: Tuple[ShardRow, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceRow:
+    device: str
+    roles: Tuple[str, ...]   # "replica", "server"
+    held_bytes: int
+    sent_bytes: int
+    received_bytes: int
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanReport:
+    strategy_id: str
+    builder: str
+    replicas: Tuple[str, ...]
+    variables: Tuple[VariableRow, ...]
+    devices: Tuple[DeviceRow, ...]
+    imbalance: float
+    num_servers: int
+
+    def to_dict(self):
+        """Plain JSON-ready data (``autodist plan --format json``)."""
+        return {
+            "strategy_id": self.strategy_id,
+            "builder": self.builder,
+            "replicas": list(self.replicas),
+            "variables": [_variable_dict(v) for v in self.variables],
+            "devices": [dataclasses.asdict(d) | {"roles": list(d.roles)} for d in self.devices],
+            "imbalance": self.imbalance,
+            "servers": self.num_servers,
+            "total_bytes": sum(v.bytes for v in self.variables),
+        }
+
+
+def _variable_dict(row):
+    data = dataclasses.asdict(row)
+    data["shape"] = None if row.shape is None else list(row.shape)
+    data["placement"] = list(row.placement)
+    data["shard_sizes"] = list(row.shard_sizes)
+    data["shards"] = [dataclasses.asdict(s) for s in row.shards]
+    return data
+
+
+def _shard_extents(node, var):
+    """Extents along the split axis (None if the shape is unknown) and bytes of each shard."""
+    axis, k = parse_partition_string(node.partitioner)
+    if var is None or not var.shape_known or axis >= len(var.shape) or var.shape[axis] < 1:
+        share = (var.byte_size if var is not None else 0) // k
+        return tuple(node.shard_sizes) or None, (share,) * k
+    sizes = tuple(node.shard_sizes) or even_sizes(var.shape[axis], k)
+    row_bytes = var.byte_size // var.shape[axis]
+    return sizes, tuple(s * row_bytes for s in sizes)
+
+
+def _pieces(node, var):
+    """``(name, synchronizer node, bytes)`` per synchronized piece of a node."""
+    if not node.partitioner:
+        return [(node.var_name, node, var.byte_size if var is not None else 0)]
+    _, nbytes = _shard_extents(node, var)
+    parts = list(node.part_config) or [node] * len(nbytes)
+    return [(part.var_name or node.var_name, part, b) for part, b in zip(parts, nbytes)]
+
+
+def _placement_of(node):
+    kind = node.WhichOneof("synchronizer")
+    if kind == "PSSynchronizer":
+        return node.PSSynchronizer.reduction_destination
+    if kind == "AllReduceSynchronizer":
+        return node.AllReduceSynchronizer.group
+    return None
+
+
+def _variable_row(node, var):
+    kind = node.WhichOneof("synchronizer")
+    pieces = _pieces(node, var)
+    compressor = "-"
+    if kind == "AllReduceSynchronizer":
+        compressor = _COMPRESSOR_NAMES(node.AllReduceSynchronizer.compressor)
+    shards = tuple(ShardRow(name, _placement_of(part), b) for name, part, b in pieces)
+    sizes = _shard_extents(node, var)[0] if node.partitioner else None
+    return VariableRow(
+        name=node.var_name, shape=None if var is None else var.shape,
+        dtype="?" if var is None else var.dtype, bytes=0 if var is None else var.byte_size,
+        sparse=bool(var is not None and var.is_sparse),
+        synchronizer={"PSSynchronizer": "PS", "AllReduceSynchronizer": "AllReduce"}.get(kind, "none"),
+        placement=tuple(_placement_of(part) for _, part, _ in pieces),
+        partitioner=node.partitioner, shard_sizes=tuple(sizes or ()),
+        compressor=compressor, shards=shards)
+
+
+def server_loads(strategy, variables, resource_spec):
+    """``{device: bytes held as parameter server}`` over the candidate servers."""
+    by_name = {v.name: v for v in variables}
+    loads = {name: 0 for name, _ in resource_spec.cpu_devices}
+    for node in strategy.node_config:
+        for _, part, nbytes in _pieces(node, by_name.get(node.var_name)):
+            if part.WhichOneof("synchronizer") == "PSSynchronizer":
+                where = part.PSSynchronizer.reduction_destination
+                loads[where] = loads.get(where, 0) + nbytes
+    return loads
+
+
+def load_imbalance(loads):
+    """max / mean of ``loads``; 1.0 when nothing is loaded."""
+    values = list(loads.values()) if isinstance(loads, dict) else list(loads)
+    total = sum(values)
+    return 1.0 if total <= 0 else max(values) * len(values) / total
+
+
+class _Traffic:
+    """Per-device byte counters, filled piece by piece."""
+
+    def __init__(self, replicas):
+        self.replicas = replicas
+        self.held, self.sent, self.received = {}, {}, {}
+        self.per_replica_ps = 0      # pushed and pulled by every replica
+        self.per_replica_ar = 0      # all-reduced by every replica
+        self.per_replica_copies = 0  # mirrored or proxied on every replica
+
+    def add(self, device, held=0, sent=0, received=0):
+        self.held[device] = self.held.get(device, 0) + held
+        self.sent[device] = self.sent.get(device, 0) + sent
+        self.received[device] = self.received.get(device, 0) + received
+
+    def piece(self, part, nbytes):
+        n = len(self.replicas)
+        kind = part.WhichOneof("synchronizer")
+        if kind == "PSSynchronizer":
+            sync = part.PSSynchronizer
+            _, _, server_sends, server_receives = ps_push_pull_bytes(nbytes, n)
+            self.add(sync.reduction_destination, nbytes, server_sends, server_receives)
+            self.per_replica_ps += nbytes
+            if sync.local_replication:
+                self.per_replica_copies += nbytes
+        elif kind == "AllReduceSynchronizer":
+            self.per_replica_ar += nbytes
+            self.per_replica_copies += nbytes
+
+    def finish(self):
+        n = len(self.replicas)
+        ring = (2 * (n - 1) * self.per_replica_ar + n // 2) // n if n else 0   # rounded 2(N-1)/N*M
+        for replica in self.replicas:
+            self.add(replica, self.per_replica_copies, self.per_replica_ps + ring,
+                     self.per_replica_ps + ring)
+
+
+def plan_report(strategy, variables, resource_spec, builder=None):
+    """The :class:`PlanReport` of ``strategy`` for the planned ``variables`` on a cluster."""
+    by_name = {v.name: v for v in variables}
+    replicas = tuple(strategy.graph_config.replicas)
+    traffic = _Traffic(replicas)
+    rows = []
+    for node in strategy.node_config:
+        var = by_name.get(node.var_name)
+        rows.append(_variable_row(node, var))
+        for _, part, nbytes in _pieces(node, var):
+            traffic.piece(part, nbytes)
+    traffic.finish()
+    planned = {node.var_name for node in strategy.node_config}
+    for var in variables:   # planned variables the strategy leaves alone
+        if var.name not in planned:
+            rows.append(VariableRow(var.name, var.shape, var.dtype, var.byte_size, var.is_sparse,
+                                    "none", (), "", (), "-", ()))
+    loads = server_loads(strategy, variables, resource_spec)
+    has_ps = any(r.synchronizer == "PS" for r in rows)
+    servers = {d for r in rows if r.synchronizer == "PS" for d in r.placement}
+    devices = _device_rows(traffic, resource_spec, set(replicas), servers)
+    return PlanReport(strategy_id=strategy.id, builder=builder if builder is not None else "",
+                      replicas=replicas, variables=tuple(rows), devices=devices,
+                      imbalance=round(load_imbalance(loads), 6) if has_ps else 1.0,
+                      num_servers=len(loads) if has_ps else 0)
+
+
+def _device_rows(traffic, resource_spec, replicas, servers):
+    known = [name for name, _ in resource_spec.devices]
+    order = [d for d in known if d in traffic.held] + sorted(set(traffic.held) - set(known))
+    return tuple(DeviceRow(d, tuple(r for r, s in (("replica", replicas), ("server", servers))
+                                    if d in s),
+                           traffic.held[d], traffic.sent[d], traffic.received[d]) for d in order)
+
+
+def human_bytes(n):
+    """``1536 -> '1.5 KiB'``."""
+    if abs(n) < 1024:
+        return "{:d} B".format(int(n))
+    value = float(n)
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        value /= 1024
+        if abs(value) < 1024 or unit == "TiB":
+            return "{:.1f} {}".format(value, unit)
+
+
+def _shape_text(shape):
+    if shape is None:
+        return "<unknown>"
+    return "[{}]".format(", ".join("?" if d is None else str(d) for d in shape))
+
+
+def _groups_text(groups):
+    """``(0, 0, 1, 2) -> 'group 0-2'``."""
+    values = sorted(set(groups))
+    if len(values) == 1:
+        return "group {}".format(values[0])
+    if values == list(range(values[0], values[-1] + 1)):
+        return "groups {}-{}".format(values[0], values[-1])
+    return "groups " + ",".join(str(g) for g in values)
+
+
+def _placement_text(row):
+    if not row.placement:
+        return "-"
+    if row.synchronizer == "AllReduce":
+        return _groups_text(row.placement)
+    return ", ".join(row.placement)
+
+
+def _partition_text(row):
+    if not row.partitioner:
+        return "-"
+    if not row.shard_sizes:
+        return row.partitioner
+    return "{} ({})".format(row.partitioner, "/".join(str(s) for s in row.shard_sizes))
+
+
+def _columns(header, rows):
+    widths = [max(len(str(x)) for x in column) for column in zip(header, *rows)]
+    return ["  ".join(str(x).ljust(w) for x, w in zip(line, widths)).rstrip()
+            for line in [header] + rows]
+
+
+def format_table(report):
+    """The human-readable plan: header, one row per variable, device totals, λ."""
+    lines = ["strategy {}{}".format(report.strategy_id,
+                                    "  built by " + report.builder if report.builder else ""),
+             "replicas ({}): {}".format(len(report.replicas), ", ".join(report.replicas)), ""]
+    header = ("variable", "shape", "dtype", "bytes", "kind", "synchronizer", "server/group",
+              "partitions", "compressor")
+    lines += _columns(header, [(v.name, _shape_text(v.shape), v.dtype, human_bytes(v.bytes),
+                                "sparse" if v.sparse else "dense", v.synchronizer,
+                                _placement_text(v), _partition_text(v), v.compressor)
+                               for v in report.variables])
+    lines.append("")
+    lines += _columns(("device", "role", "held", "sent/step", "received/step"),
+                      [(d.device, "+".join(d.roles) or "-", human_bytes(d.held_bytes),
+                        human_bytes(d.sent_bytes), human_bytes(d.received_bytes))
+                       for d in report.devices])
+    lines.append("")
+    total = sum(v.bytes for v in report.variables)
+    if report.num_servers:
+        balance = "imbalance λ = {:.3f} (max / mean bytes over {} candidate servers)".format(
+            report.imbalance, report.num_servers)
+    else:
+        balance = "imbalance λ = 1.000 (no parameter servers: every replica holds the same bytes)"
+    lines.append("{} variables, {}; {}".format(len(report.variables), human_bytes(total), balance))
+    return "\n".join(lines)
