@@ -1,26 +1,39 @@
-"""The user API: ``AutoDist(resource_spec_file, strategy_builder).scope()``.
+"""The user API: ``AutoDist(resource_spec_file, strategy_builder)``.
 
     ad = AutoDist("resource_specs/loopback_two_nodes.yml", strategy_builder=PS())
     with tf.Graph().as_default(), ad.scope():
         ...build the single-device model, loss, optimizer and train op...
+        sess = ad.create_distributed_session()
+        for batch in my_share_of_the_data(ad.worker_index, ad.num_workers):
+            sess.run(train_op, feed_dict={...})
 
 Inside ``scope()`` the current default graph is wrapped in a GraphItem that is
 the default GraphItem, and optimizer construction and ``apply_gradients`` are
 captured into it (see ``autodist.capture``); on exit, also after an
 exception, TensorFlow and Keras are exactly as before.
+
+The chief (the process the user starts) launches the job when it asks for a
+session; the other nodes run the same script with their place in the job in
+``AUTODIST_JOB``, which is read here, once, when AutoDist is constructed.
 """
+import atexit
 import contextlib
 import contextvars
+import os
+import sys
+import tempfile
 
 import tensorflow as tf
 
 from autodist.capture import capture_optimizers
-from autodist.errors import CaptureError
+from autodist.errors import CaptureError, LaunchError, RemoteWorkerError, SessionError
 from autodist.graph_item import GraphItem
+from autodist.job import JobContext
 
 __all__ = ["AutoDist", "SessionRequested", "intercept_session_requests"]
 
 _intercept = contextvars.ContextVar("autodist_intercept_session_requests", default=False)
+_keep_alive = []  # in-process TensorFlow servers live as long as the process
 
 
 class SessionRequested(BaseException):
@@ -48,13 +61,29 @@ def intercept_session_requests():
 
 
 class AutoDist:
-    """Distributed training of a single-device graph over the devices of a resource spec."""
+    """Distributed training of a single-device graph over the devices of a resource spec.
 
-    def __init__(self, resource_spec_file, strategy_builder=None):
+    ``job`` attaches this process to a job whose servers were started by
+    someone else (see ``autodist.job.JobContext``); by default a process
+    launched by an autodist chief finds its job in the environment, and any
+    other process is the chief of a new job. ``launch_argv`` is what the other
+    nodes run after ``python`` (default: this script and its arguments).
+    """
+
+    def __init__(self, resource_spec_file, strategy_builder=None, *, job=None, launch_argv=None):
         from autodist.resource_spec import ResourceSpec
         self._resource_spec = ResourceSpec(resource_spec_file)
         self._strategy_builder = strategy_builder
+        self._launch_argv = list(launch_argv) if launch_argv is not None else None
         self._graph_item = None
+        self._launched_by_chief = job is None and JobContext.from_env(os.environ) is not None
+        self._job = job if job is not None else JobContext.from_env(os.environ)
+        self._parent = os.getppid()
+        self._coordinator = None
+        self._session = None
+        if self._job is not None and self._job.address not in {n.address for n in self._resource_spec.nodes}:
+            raise LaunchError("this process belongs to node {} of job {}, which is not in {}".format(
+                self._job.address, self._job.job_id, self._resource_spec.path))
 
     @property
     def resource_spec(self):
@@ -72,6 +101,22 @@ class AutoDist:
         """The GraphItem captured by the current (or last) ``scope()``, or None."""
         return self._graph_item
 
+    @property
+    def is_chief(self):
+        return self._job is None or self._job.is_chief
+
+    @property
+    def worker_index(self):
+        """This node's task index (its address's rank in sorted order): pick your data shard with it."""
+        if self._job is not None:
+            return self._job.task_index
+        return self._resource_spec.task_index(self._resource_spec.chief)
+
+    @property
+    def num_workers(self):
+        """The number of nodes (one process each) in the job."""
+        return len(self._resource_spec.nodes)
+
     @contextlib.contextmanager
     def scope(self):
         """Capture the default graph, its optimizer and its gradients into a GraphItem."""
@@ -84,3 +129,92 @@ class AutoDist:
             self._graph_item = GraphItem(graph=graph)
         with capture_optimizers(), self._graph_item.as_default():
             yield self
+
+    def create_distributed_session(self):
+        """Plan, launch (on the chief), transform and return this node's DistributedSession."""
+        if _intercept.get():
+            raise SessionRequested(self)
+        if self._session is not None:
+            raise SessionError("create_distributed_session() was already called on this AutoDist; one "
+                               "AutoDist runs one job")
+        item = self._graph_item
+        if item is None:
+            raise SessionError("create_distributed_session() needs a graph: build the model inside "
+                               "`with ad.scope():` first")
+        item.prepare()
+        if not item.grad_records:
+            raise SessionError("no gradients were captured: create the optimizer and call its "
+                               "apply_gradients (or minimize) inside `with ad.scope():`")
+        from autodist import runtime
+        if self._job is None:
+            self._session = self._start_job(item)
+        else:
+            self._session = self._join_job(item)
+        return self._session
+
+    def _start_job(self, item):
+        from autodist import runtime
+        from autodist.runner import new_job_id
+        job_id = new_job_id()
+        strategy = runtime.build_strategy(item, self._resource_spec, self.strategy_builder)
+        if len(self._resource_spec.nodes) == 1:
+            context, server = runtime.single_node_job(self._resource_spec, job_id, strategy)
+            _keep_alive.append(server)
+            return runtime.open_session(item, strategy, context, self._resource_spec)
+        return self._launch(item, strategy, job_id)
+
+    def _launch(self, item, strategy, job_id):
+        from autodist import runtime
+        from autodist.cluster import cpu_count_of, node_config, start_server
+        from autodist.coordinator import Coordinator
+        argv = self._launch_argv if self._launch_argv is not None else _script_argv()
+        staging = tempfile.mkdtemp(prefix="autodist-")
+        path = strategy.serialize(os.path.join(staging, "strategy.pb"))
+        self._coordinator = coordinator = Coordinator(self._resource_spec, job_id)
+        atexit.register(self._finish_job)
+        context = coordinator.launch(path, argv, os.getcwd())
+        os.unlink(path)
+        os.rmdir(staging)
+        chief = {n.address: n for n in self._resource_spec.nodes}[context.address]
+        _keep_alive.append(start_server(context.cluster_spec(), context.task_index,
+                                        node_config(cpu_count_of(chief), context.chief_task)))
+        return runtime.open_session(item, strategy, context, self._resource_spec, failure=coordinator.failure,
+                                    on_interrupt=coordinator.abort)
+
+    def _join_job(self, item):
+        from autodist import runtime
+        job = self._job
+        if job.is_chief:
+            strategy = runtime.build_strategy(item, self._resource_spec, self.strategy_builder)
+            strategy.serialize(os.path.expanduser(job.strategy_path))
+        else:
+            strategy = runtime.load_strategy(job)
+        failure = self._chief_gone if self._launched_by_chief else None
+        return runtime.open_session(item, strategy, job, self._resource_spec, failure=failure)
+
+    def _chief_gone(self):
+        if os.getppid() != self._parent:
+            return RemoteWorkerError(self._job.chief, reason="the chief process is gone")
+        return None
+
+    def _finish_job(self):
+        """At the chief's exit: wait for the other nodes and stop the job (abort after an error)."""
+        coordinator = self._coordinator
+        if coordinator is None:
+            return
+        if getattr(sys, "last_value", None) is not None:
+            coordinator.abort()
+            return
+        try:
+            coordinator.finish()
+        except RemoteWorkerError as e:
+            print("autodist: error: {}".format(e), file=sys.stderr)
+
+
+def _script_argv():
+    """The chief's script and arguments, to start the same program on the other nodes."""
+    if not sys.argv or not sys.argv[0] or sys.argv[0] in ("-c", "-m"):
+        raise LaunchError("the other nodes run the same script as the chief, but this program was not "
+                          "started from a script file (sys.argv[0] is {!r}); put the training code in a "
+                          "file and run `python file.py`".format(sys.argv[0] if sys.argv else ""))
+    return [os.path.abspath(sys.argv[0])] + sys.argv[1:]

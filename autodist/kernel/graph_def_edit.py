@@ -137,7 +137,10 @@ class Scratch:
             if dtype is None:
                 dtype, known_shape = self.editor.signature(name)
                 shape = known_shape if shape is None else shape
-            with self.graph.as_default(), self.graph.name_scope(None):
+            # Outside any control-dependency context: TF leaves out the control
+            # inputs of an op whose input was made in the same context, and the
+            # stand-in, which would carry them, is dropped on commit.
+            with self.graph.as_default(), self.graph.name_scope(None), self.graph.control_dependencies(None):
                 placeholder = tf.compat.v1.placeholder(
                     dtype, shape=shape, name="{}{}".format(_PLACEHOLDER, len(self._tensors)))
             self._tensors[name] = placeholder
@@ -146,7 +149,7 @@ class Scratch:
     def control(self, op_name):
         """A stand-in for the existing op ``op_name``, for control dependencies."""
         if op_name not in self._controls:
-            with self.graph.as_default(), self.graph.name_scope(None):
+            with self.graph.as_default(), self.graph.name_scope(None), self.graph.control_dependencies(None):
                 self._controls[op_name] = tf.no_op(name="{}{}".format(_CONTROL, len(self._controls)))
         return self._controls[op_name]
 

@@ -1,0 +1,234 @@
+"""The distributed session: the user's graph elements in, this node's replicas underneath.
+
+    feeds    a tensor whose shape has an unknown dimension (the first None) is
+             split evenly across this node's replicas along it, replica 0 taking
+             the first rows; other feeds go to every replica
+    fetches  ops run in every replica (a train op trains every replica); a tensor
+             with an unknown dimension is concatenated in replica order along it;
+             other tensors come from replica 0; variables give their synchronized
+             value; ops kept once (parameter-server variables) are fetched as they are
+
+The user's graph must not change once the session exists: it was captured,
+planned and transformed at that moment. A remote failure seen by the
+coordinator turns the next error of ``run`` into ``RemoteWorkerError``.
+"""
+import queue
+import threading
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.python.client import session as tf_session
+
+from autodist.errors import GraphChangedError, SessionError
+from autodist.graph_info import tf_variable
+
+__all__ = ["DistributedSession", "FetchMapper", "WatchedCaller"]
+
+
+class WatchedCaller:
+    """Run calls on a daemon thread while this thread watches for a job failure.
+
+    A step that waits on a dead peer (a collective, a token queue) never
+    returns, and neither closing the session nor killing a server unblocks it.
+    The caller's thread therefore only waits, checking ``failure()`` twice a
+    second, and raises the failure as soon as there is one; the stuck call is
+    left on its daemon thread, which does not keep the process alive.
+    """
+
+    def __init__(self, failure, interval=0.5):
+        self._failure = failure
+        self._interval = interval
+        self._calls = queue.Queue()
+        self._thread = threading.Thread(target=self._serve, name="autodist-session-run", daemon=True)
+        self._thread.start()
+
+    def _serve(self):
+        while True:
+            fn, box, done = self._calls.get()
+            try:
+                box.append((True, fn()))
+            except BaseException as e:  # handed back to the waiting thread
+                box.append((False, e))
+            done.set()
+
+    def __call__(self, fn):
+        box, done = [], threading.Event()
+        self._calls.put((fn, box, done))
+        while not done.wait(self._interval):
+            failure = self._failure()
+            if failure is not None:
+                raise failure
+        ok, value = box[0]
+        if ok:
+            return value
+        raise value
+
+
+def _split_axis(shape):
+    """The first unknown dimension of a static shape, or None."""
+    if shape.rank is None:
+        return None
+    for axis, dim in enumerate(shape.as_list()):
+        if dim is None:
+            return axis
+    return None
+
+
+class FetchMapper:
+    """Maps elements of the user's graph to names in this node's distributed graph."""
+
+    def __init__(self, original_graph, dist_graph, plan, aliases=None):
+        self.original = original_graph
+        self.plan = plan
+        self.aliases = dict(aliases or {})  # original tensor name -> tensor standing for it
+        self._dist_ops = {op.name for op in dist_graph.get_operations()}
+
+    def element(self, fetch):
+        if not isinstance(fetch, (str, tf.Tensor, tf.Operation)):
+            try:
+                fetch = tf_variable(fetch)
+            except TypeError:
+                pass
+        try:
+            return self.original.as_graph_element(fetch)
+        except (TypeError, ValueError, KeyError) as e:
+            raise SessionError("cannot fetch or feed {!r}: {}".format(fetch, e)) from e
+
+    def _copies(self, name):
+        """Names of ``name`` (an op or tensor name) in this node's graph."""
+        op = name.split(":")[0]
+        if op in self.plan.shared_ops:
+            copies = [name]
+        else:
+            copies = [r.prefix + name for r in self.plan.local]
+        missing = [c for c in copies if c.split(":")[0] not in self._dist_ops]
+        if missing:
+            raise SessionError("'{}' does not exist in the distributed graph (its copy '{}' is missing); "
+                               "fetch the tensors the graph computes instead".format(name, missing[0]))
+        return copies
+
+    def fetch(self, fetch):
+        """(names to run, function of their values -> the value the user gets)."""
+        element = self.element(fetch)
+        if isinstance(element, tf.Operation):
+            return self._copies(element.name), lambda values: None
+        name = self.aliases.get(element.name, element.name)
+        copies = self._copies(name)
+        axis = _split_axis(element.shape)
+        if len(copies) == 1 or axis is None:
+            return copies[:1], lambda values: values[0]
+        return copies, lambda values: np.concatenate(values, axis=axis)
+
+    def feed(self, key, value):
+        """{name in this node's graph: value} for one feed."""
+        element = self.element(key)
+        if isinstance(element, tf.Operation):
+            raise SessionError("cannot feed the op '{}'; feed one of its tensors".format(element.name))
+        copies = self._copies(element.name)
+        axis = _split_axis(element.shape)
+        if len(copies) == 1 or axis is None:
+            return {c: value for c in copies}
+        array = np.asarray(value)
+        if array.ndim <= axis:
+            raise SessionError("feed for '{}' has {} dimensions; its placeholder splits along dimension {}"
+                               .format(element.name, array.ndim, axis))
+        parts = np.array_split(array, len(copies), axis=axis)
+        return dict(zip(copies, parts))
+
+
+class DistributedSession(tf_session.SessionInterface):
+    """A session on this node's distributed graph that speaks the user's graph."""
+
+    def __init__(self, session, mapper, original_graph, failure=None, on_interrupt=None):
+        self._session = session
+        self._mapper = mapper
+        self._original = original_graph
+        self._version = original_graph.version
+        self._failure = failure or (lambda: None)
+        self._on_interrupt = on_interrupt
+        self._caller = WatchedCaller(self._failure) if failure is not None else None
+
+    @property
+    def graph(self):
+        """The user's graph (the one fetches and feeds refer to)."""
+        return self._original
+
+    @property
+    def distributed_graph(self):
+        return self._session.graph
+
+    @property
+    def sess_str(self):
+        return self._session.sess_str
+
+    def _check_graph(self):
+        if self._original.version != self._version:
+            raise GraphChangedError(
+                "the graph changed after create_distributed_session() (it had {} ops, now {}); build "
+                "the whole model, loss and train op before creating the session".format(
+                    self._version, self._original.version))
+
+    def _map_fetches(self, fetches):
+        leaves = tf.nest.flatten(fetches)
+        names, rebuilders = [], []
+        for leaf in leaves:
+            copies, rebuild = self._mapper.fetch(leaf)
+            rebuilders.append((len(names), len(copies), rebuild))
+            names.extend(copies)
+
+        def unflatten(values):
+            out = [rebuild(values[start:start + count]) for start, count, rebuild in rebuilders]
+            return tf.nest.pack_sequence_as(fetches, out)
+        return names, unflatten
+
+    def _map_feeds(self, feed_dict):
+        feeds = {}
+        for key, value in (feed_dict or {}).items():
+            feeds.update(self._mapper.feed(key, value))
+        return feeds
+
+    def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+        self._check_graph()
+        names, unflatten = self._map_fetches(fetches)
+        feeds = self._map_feeds(feed_dict)
+        values = self._call(lambda: self._session.run(names, feeds, options=options, run_metadata=run_metadata))
+        return unflatten(values)
+
+    def _call(self, fn):
+        try:
+            return self._caller(fn) if self._caller is not None else fn()
+        except tf.errors.OpError as e:
+            failure = self._failure()
+            if failure is not None:
+                raise failure from e
+            raise
+        except KeyboardInterrupt:
+            if self._on_interrupt is not None:
+                self._on_interrupt()
+            raise
+
+    def make_callable(self, fetches, feed_list=None, accept_options=False):
+        feed_list = list(feed_list or [])
+
+        def call(*args, **kwargs):
+            if len(args) != len(feed_list):
+                raise SessionError("this callable takes {} feed values, got {}".format(len(feed_list), len(args)))
+            options = kwargs.pop("options", None) if accept_options else None
+            run_metadata = kwargs.pop("run_metadata", None) if accept_options else None
+            return self.run(fetches, dict(zip(feed_list, args)), options=options, run_metadata=run_metadata)
+        return call
+
+    def partial_run_setup(self, fetches, feeds=None):
+        raise SessionError("partial runs are not supported by the distributed session")
+
+    def partial_run(self, handle, fetches, feed_dict=None):
+        raise SessionError("partial runs are not supported by the distributed session")
+
+    def close(self):
+        self._session.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
