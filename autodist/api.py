@@ -152,6 +152,11 @@ class AutoDist:
             self._session = self._join_job(item)
         return self._session
 
+    def function(self, fn):
+        """A distributed version of ``fn`` built on first call (see ``autodist.function``)."""
+        from autodist.function import DistributedFunction
+        return DistributedFunction(self, fn)
+
     def _start_job(self, item):
         from autodist import runtime
         from autodist.runner import new_job_id

@@ -50,6 +50,12 @@ class GradInput:
     component: str  # "dense", "values", "indices" or "dense_shape"
 
 
+ITERATOR_OP_TYPES = frozenset({
+    "OneShotIterator", "Iterator", "IteratorV2", "AnonymousIterator", "AnonymousIteratorV2",
+    "AnonymousIteratorV3", "MultiDeviceIterator",
+})
+
+
 @dataclasses.dataclass
 class GraphAnalysis:
     graph: tf.Graph                 # the single-device graph analysed
@@ -63,6 +69,7 @@ class GraphAnalysis:
     update_ops: Dict[str, str]
     writes: Dict[str, str]          # apply op name -> variable op it writes
     slots: Dict[str, Tuple[str, ...]]
+    input_pipeline: FrozenSet[str] = frozenset()  # iterators, their datasets and initializers
 
 
 def resource_source(tensor):
@@ -133,6 +140,21 @@ def _forward_writes(starts, apply_ops):
     return found
 
 
+def _input_pipeline(graph):
+    """Iterator ops, the dataset ops they read and the ops that (re)initialize them.
+
+    They are kept once per node, so the replicas' ``get_next`` ops draw
+    different elements from one iterator instead of each replaying the data.
+    """
+    iterators = [op for op in graph.get_operations() if op.type in ITERATOR_OP_TYPES]
+    if not iterators:
+        return frozenset()
+    roots = list(iterators)
+    for iterator in iterators:
+        roots.extend(c for c in iterator.outputs[0].consumers() if c.type in ("MakeIterator", "DeleteIterator"))
+    return frozenset(op.name for op in _ancestors(roots))
+
+
 def analyze(item):
     """Classify the ops of a single-device GraphItem (see the module docstring)."""
     graph = item.graph
@@ -153,7 +175,9 @@ def analyze(item):
     roots = train_ops or [update for _, _, update in grad_info.values()]
     compute = _ancestors(grad_ops)
     apply_ops = frozenset(op.name for op in _ancestors(roots) - compute if op.name not in creation)
-    return _link(item, variables, creation, apply_ops, train_ops, grads, grad_info)
+    result = _link(item, variables, creation, apply_ops, train_ops, grads, grad_info)
+    result.input_pipeline = _input_pipeline(graph) - creation
+    return result
 
 
 def _link(item, variables, creation, apply_ops, train_ops, grads, grad_info):

@@ -205,6 +205,9 @@ def build_plan(analysis, strategy, node):
     for owned, owner in ps_state.items():
         for op in analysis.variables[owned].creation_ops:
             shared_devices[op] = plans[owner].device
+    node_cpu = "/job:worker/task:{}/device:CPU:0".format(node.task_index)
+    for op in analysis.input_pipeline:
+        shared_devices.setdefault(op, node_cpu)
     base = _key_base(node.job_id)
     return Plan(node=node, analysis=analysis, replicas=replicas, local=local, vars=plans,
                 shared_ops=frozenset(shared_devices), shared_devices=shared_devices, ps_state=ps_state,

@@ -24,9 +24,6 @@ from autodist.kernel.device import replica_device
 
 __all__ = ["Replicator", "replicated_name"]
 
-_RESOURCE_CONSUMERS = None
-
-
 def replicated_name(name, prefix, shared):
     """Rename a node reference ("x", "x:1", "^x") into ``prefix``'s copy unless it is shared."""
     control = name.startswith("^")
@@ -52,14 +49,15 @@ class Replicator:
         out.versions.CopyFrom(source.versions)
         out.library.CopyFrom(source.library)
         shared = plan.shared_ops
-        ps_devices = {op: plan.vars[owner].device for op, owner in plan.ps_state.items()}
+        resources = {op: plan.vars[owner].device for op, owner in plan.ps_state.items()}
+        resources.update((op, plan.shared_devices[op]) for op in plan.analysis.input_pipeline)
         for node in source.node:
             if node.name in shared:
                 copy = out.node.add()
                 copy.CopyFrom(node)
                 copy.device = plan.shared_devices[node.name]
                 continue
-            resource_device = _resource_device(node, ps_devices)
+            resource_device = _resource_device(node, resources)
             for replica in plan.local:
                 self._copy_node(out.node.add(), node, replica, shared, resource_device)
         result = GraphItem(graph_def=out)
@@ -88,14 +86,14 @@ class Replicator:
             copy.attr["frame_name"].s = prefix.encode() + node.attr["frame_name"].s
 
 
-def _resource_device(node, ps_devices):
-    """The server of a parameter-server variable this node reads or writes, if any."""
+def _resource_device(node, resources):
+    """Where a shared resource this node uses lives (a parameter-server variable, an iterator), if any."""
     for entry in node.input:
         if entry.startswith("^"):
             continue
         op = entry.split(":")[0]
-        if op in ps_devices:
-            return ps_devices[op]
+        if op in resources:
+            return resources[op]
     return None
 
 
