@@ -1,10 +1,32 @@
-"""Partition: split variables into shards as the strategy says."""
+"""Partition: split variables into shards as the strategy says.
+
+    single-device                         partitioned (W in 2 shards on axis 0)
+    W ---read---> MatMul                  W/part_0, W/part_1 --read+concat--> MatMul
+    W ---gather--> emb                    ids routed to shards, gathered, stitched
+    g(W) --> Adam(W, m, v, g)             split(g) --> Adam(W/part_i, m/part_i, v/part_i, g_i)
+
+Each partitioned variable and its optimizer slots get shard variables
+``<name>/part_<i>``; reads are rebuilt from the shards; the gradient (dense or
+IndexedSlices) is split; the part of the apply graph that updates the
+variable is cloned once per shard with the graph editor (the optimizer's
+shared state, such as Adam's beta powers, stays shared). The original writes
+become NoOps that wait for the shards' writes, so train ops keep working, and
+the variable's other ops are removed from the GraphDef. Every later pass sees
+the shards as ordinary variables.
+"""
 import dataclasses
 from typing import Dict, Tuple
 
-from autodist.errors import TransformError
+import tensorflow as tf
+from tensorflow.core.framework import graph_pb2
 
-__all__ = ["Partitioner", "PartitionInfo"]
+from autodist import graph_editor as ge
+from autodist.errors import TransformError
+from autodist.graph_item import GraphItem
+from autodist.kernel import partition_ops as pops
+from autodist.kernel.analysis import analyze, resource_source
+
+__all__ = ["Partitioner", "PartitionInfo", "PartitionSpec", "partition_specs"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,14 +49,288 @@ class PartitionInfo:
     aliases: Dict[str, str]
 
 
+@dataclasses.dataclass(frozen=True)
+class PartitionSpec:
+    var_op: str
+    axis: int
+    count: int
+    sizes: Tuple[int, ...]  # empty: the even split
+
+
+def partition_specs(strategy):
+    """The variables the strategy splits, by op name."""
+    specs = {}
+    for node in strategy.node_config:
+        if not node.partitioner:
+            continue
+        var_op = node.var_name.split(":")[0]
+        try:
+            counts = [int(c) for c in node.partitioner.split(",")]
+        except ValueError:
+            raise TransformError("partitioner '{}' is not a list of shard counts".format(node.partitioner),
+                                 pass_name="partition", variable=var_op) from None
+        split = [i for i, c in enumerate(counts) if c > 1]
+        if len(split) > 1 or any(c < 1 for c in counts):
+            raise TransformError("partitioner '{}' must split exactly one axis".format(node.partitioner),
+                                 pass_name="partition", variable=var_op)
+        if not split:
+            continue
+        axis, count = split[0], counts[split[0]]
+        names = [p.var_name for p in node.part_config]
+        expected = ["{}/part_{}:0".format(var_op, i) for i in range(count)]
+        if names and names != expected:
+            raise TransformError("part_config names {} should be {}".format(names, expected),
+                                 pass_name="partition", variable=var_op)
+        if node.shard_sizes and len(node.shard_sizes) != count:
+            raise TransformError("has {} shard_sizes for {} shards".format(len(node.shard_sizes), count),
+                                 pass_name="partition", variable=var_op)
+        specs[var_op] = PartitionSpec(var_op, axis, count, tuple(node.shard_sizes))
+    return specs
+
+
 class Partitioner:
+    """The partition pass; ``partitions`` holds a PartitionInfo per split variable after a call."""
+
     name = "partition"
 
     def __init__(self, strategy):
-        self.strategy = strategy
+        self.specs = partition_specs(strategy)
         self.partitions = {}
 
     def __call__(self, item):
-        if any(node.partitioner for node in self.strategy.node_config):
-            raise TransformError("partitioned variables are not supported yet", pass_name=self.name)
-        return item
+        if not self.specs:
+            return item
+        analysis = analyze(item)
+        work = item.copy()
+        state = _Rewrite(work.graph, analysis)
+        with work.graph.as_default():
+            for var_op in sorted(self.specs):
+                if var_op not in analysis.grad_tensors:
+                    raise TransformError("is partitioned by the strategy but has no gradient",
+                                         pass_name=self.name, variable=var_op)
+                self.partitions[var_op] = state.split(var_op, self.specs[var_op])
+        return state.result(item, work)
+
+
+def _apply_subgraph(analysis, graph, var_op):
+    """Ops of the apply part that compute or write ``var_op``'s and its slots' updates."""
+    state = {var_op} | set(analysis.slots[var_op])
+    apply_ops = analysis.apply_ops
+    ops = [graph.get_operation_by_name(n) for n in apply_ops]
+    touching = {op for op in ops if any(t.dtype == tf.resource and resource_source(t).name in state
+                                        for t in op.inputs)}
+    writes = {op for op in touching if analysis.writes.get(op.name) in state}
+    starts = [graph.get_tensor_by_name(t) for t in analysis.grad_tensors[var_op].values()]
+    starts += [t for op in touching for t in op.outputs]
+    forward, seen = set(), set()
+    while starts:
+        tensor = starts.pop()
+        if tensor in seen:
+            continue
+        seen.add(tensor)
+        for consumer in tensor.consumers():
+            if consumer.name not in apply_ops:
+                continue
+            forward.add(consumer)
+            if consumer.type == "IdentityN":
+                starts.extend(consumer.outputs[i] for i, t in enumerate(consumer.inputs) if t is tensor)
+            else:
+                starts.extend(consumer.outputs)
+    backward, stack = set(), list(writes)
+    while stack:
+        op = stack.pop()
+        if op in backward or op.name not in apply_ops:
+            continue
+        backward.add(op)
+        stack.extend(t.op for t in op.inputs)
+    return (forward & backward) | touching | writes, writes
+
+
+class _Rewrite:
+    """Accumulates the edits of one partition pass over a working copy of the graph."""
+
+    def __init__(self, graph, analysis):
+        self.graph = graph
+        self.analysis = analysis
+        self.drop = set()
+        self.noops = {}        # original write -> its shard copies
+        self.removed_vars = set()
+        self.new_vars = []
+        self.records = {}      # var op -> [(grad, shard handle, update op)]
+
+    def split(self, var_op, spec):
+        facts = self.analysis.variables[var_op]
+        if not facts.shape.is_fully_defined():
+            raise TransformError("has no fully defined shape", pass_name="partition", variable=var_op)
+        dim = facts.shape.as_list()[spec.axis]
+        sizes = list(spec.sizes) or pops.even_sizes(dim, spec.count)
+        if sum(sizes) != dim or min(sizes) < 1:
+            raise TransformError("shard sizes {} do not split dimension {} of size {}".format(sizes, spec.axis, dim),
+                                 pass_name="partition", variable=var_op)
+        if self.analysis.sparse[var_op] and spec.axis != 0:
+            raise TransformError("has sparse gradients and can only be split on axis 0", pass_name="partition",
+                                 variable=var_op)
+        state = [var_op] + list(self.analysis.slots[var_op])
+        shards = {s: self._shards(s, sizes, spec.axis) for s in state}
+        aliases = {}
+        for s in state:
+            aliases.update(self._rewire_reads(s, shards[s], sizes, spec.axis))
+        grads = self._split_grad(var_op, sizes, spec.axis)
+        self._clone_apply(var_op, state, shards, grads)
+        return PartitionInfo(var_op=var_op, axis=spec.axis, shards=tuple(v.op.name for v in shards[var_op]),
+                             sizes=tuple(sizes), slots={s: tuple(v.op.name for v in shards[s]) for s in state[1:]},
+                             aliases=aliases)
+
+    def _var_def(self, var_op):
+        return self.analysis.variables[var_op]
+
+    def _shards(self, var_op, sizes, axis):
+        facts = self._var_def(var_op)
+        initial = self.graph.get_operation_by_name(facts.initializer).inputs[1]
+        try:
+            shards = pops.make_shards(var_op, initial, sizes, axis, facts.trainable, facts.dtype)
+        except ValueError as e:
+            raise TransformError(str(e), pass_name="partition", variable=var_op) from e
+        self.removed_vars.add(var_op)
+        # The variable's own ops go; its initial value stays (the shards slice it).
+        handle = self.graph.get_tensor_by_name(facts.name)
+        own = {facts.op_name, facts.initializer} | ({facts.snapshot} if facts.snapshot else set())
+        own |= {c.name for c in handle.consumers() if c.name in facts.creation_ops}
+        self.drop |= own
+        self.new_vars.extend(shards)
+        return shards
+
+    def _rewire_reads(self, var_op, shards, sizes, axis):
+        """Rebuild every read of ``var_op`` outside the apply part from its shards."""
+        facts = self._var_def(var_op)
+        handle = self.graph.get_tensor_by_name(facts.name)
+        assembled = pops.assemble(shards, axis, var_op + "/AutoDist-Assembled")
+        aliases = {}
+        if facts.snapshot:
+            snapshot = self.graph.get_operation_by_name(facts.snapshot).outputs[0]
+            aliases[snapshot.name] = assembled.name
+            if snapshot.consumers():
+                ge.reroute_ts(assembled, snapshot)
+        for consumer in list(handle.consumers()):
+            if consumer.name in self.drop or consumer.name in self.analysis.apply_ops:
+                continue
+            replacement = self._replace_read(consumer, var_op, shards, sizes, axis)
+            if replacement is not None:
+                ge.reroute_ts(replacement, consumer.outputs[0])
+            self.drop.add(consumer.name)
+        return aliases
+
+    def _replace_read(self, op, var_op, shards, sizes, axis):
+        with tf.control_dependencies(op.control_inputs), tf.name_scope(op.name + "/AutoDist-Partitioned"):
+            if op.type == "ReadVariableOp":
+                return pops.assemble(shards, axis, "read")
+            if op.type == "ResourceGather" and axis == 0:
+                return pops.sharded_gather(shards, sizes, op.inputs[1], "gather")
+            if op.type == "ResourceGather":
+                return tf.gather(pops.assemble(shards, axis, "read"), op.inputs[1])
+            if op.type == "VariableShape":
+                return tf.constant(self._var_def(var_op).shape.as_list(), op.outputs[0].dtype)
+            if op.type == "VarIsInitializedOp":
+                return tf.reduce_all(tf.stack([s.is_initialized() for s in shards]))
+            if op.type == "AssignVariableOp":
+                pieces = tf.split(op.inputs[1], sizes, axis=axis)
+                group = tf.group(*[s.assign(p, read_value=False) for s, p in zip(shards, pieces)])
+                self.noops[op.name] = [group.name]
+                return None
+        raise TransformError("is used by op '{}' of type {}, which cannot read a partitioned variable"
+                             .format(op.name, op.type), pass_name="partition", variable=var_op, op=op.name)
+
+    def _split_grad(self, var_op, sizes, axis):
+        parts = {c: self.graph.get_tensor_by_name(t) for c, t in self.analysis.grad_tensors[var_op].items()}
+        scope = var_op + "/AutoDist-SplitGrad"
+        if "dense" in parts:
+            return [{"dense": g} for g in pops.split_dense(parts["dense"], sizes, axis, scope)]
+        row_shape = self._var_def(var_op).shape.as_list()[1:]
+        split = pops.split_sparse(parts["values"], parts["indices"], sizes, row_shape, scope)
+        grads = []
+        for values, indices, dense_shape in split:
+            shard = {"values": values, "indices": indices}
+            if "dense_shape" in parts:
+                shard["dense_shape"] = tf.cast(dense_shape, parts["dense_shape"].dtype)
+            grads.append(shard)
+        return grads
+
+    def _clone_apply(self, var_op, state, shards, grads):
+        ops, writes = _apply_subgraph(self.analysis, self.graph, var_op)
+        if not writes:
+            raise TransformError("has no update op in the apply graph", pass_name="partition", variable=var_op)
+        originals = {c: self.graph.get_tensor_by_name(t) for c, t in self.analysis.grad_tensors[var_op].items()}
+        update = self.graph.get_operation_by_name(self.analysis.update_ops[var_op])
+        copies = {w.name: [] for w in writes}
+        records = []
+        for i, grad in enumerate(grads):
+            replacements = {originals[c]: grad[c] for c in originals}
+            for s in state:
+                replacements[self.graph.get_tensor_by_name(self._var_def(s).name)] = shards[s][i].handle
+            _, info = ge.copy_with_input_replacements(ge.sgv(sorted(ops, key=lambda o: o._id)), replacements,
+                                                      dst_graph=self.graph,
+                                                      dst_scope="{}/part_{}/AutoDist-Apply".format(var_op, i))
+            for w in writes:
+                copies[w.name].append(info.transformed(w).name)
+            records.append((_grad_value(grad), shards[var_op][i], info.transformed(update)))
+        self.records[var_op] = records
+        for w in writes:
+            self.noops[w.name] = copies[w.name]
+        kept = {op for op in ops if any(c not in ops for t in op.outputs for c in t.consumers())}
+        self.drop |= {op.name for op in ops if op not in writes and op not in kept}
+
+    def result(self, item, work):
+        """The partitioned GraphItem (GraphDef-backed) with shard records and info."""
+        graph_def = _prune(work.graph.as_graph_def(), self.drop, self.noops)
+        out = GraphItem(graph_def=graph_def)
+        out.info = item.info.copy()
+        for var_op in self.removed_vars:
+            out.info.pop_variable(var_op)
+        out.info.update_variables(self.new_vars, replace=False)
+        records = [r for r in item.grad_records if r.target.split(":")[0] not in self.records]
+        out.add_grad_records(records)
+        for var_op in sorted(self.records):
+            grads, targets, updates = zip(*self.records[var_op])
+            out.extend_gradient_info(grads, targets, updates)
+        out.extend_train_ops(item.train_op_names)
+        if item.optimizer is not None:
+            out.extend_optimizer_info(item.optimizer, *item.optimizer_args, **item.optimizer_kwargs)
+        return out
+
+
+def _grad_value(grad):
+    if "dense" in grad:
+        return grad["dense"]
+    return tf.IndexedSlices(grad["values"], grad["indices"], grad.get("dense_shape"))
+
+
+def _prune(graph_def, drop, noops):
+    """Drop ``drop``; turn ``noops`` into NoOps waiting for their replacements; check what is left."""
+    out = graph_pb2.GraphDef()
+    out.versions.CopyFrom(graph_def.versions)
+    out.library.CopyFrom(graph_def.library)
+    for node in graph_def.node:
+        if node.name in drop and node.name not in noops:
+            continue
+        copy = out.node.add()
+        copy.CopyFrom(node)
+        controls = [i for i in node.input if i.startswith("^") and i[1:] not in drop]
+        if node.name in noops:
+            device = node.device
+            copy.Clear()
+            copy.name, copy.op, copy.device = node.name, "NoOp", device
+            copy.input.extend(controls + ["^" + n for n in noops[node.name]])
+            continue
+        data = [i for i in node.input if not i.startswith("^")]
+        for entry in data:
+            if entry.split(":")[0] in drop:
+                raise TransformError("op '{}' still reads '{}', which partitioning removed".format(node.name, entry),
+                                     pass_name="partition", op=node.name)
+        copy.input[:] = data + controls
+        if "_class" in node.attr:
+            kept = [v for v in node.attr["_class"].list.s if v[5:].decode() not in drop]
+            if kept:
+                copy.attr["_class"].list.s[:] = kept
+            else:
+                del copy.attr["_class"]
+    return out

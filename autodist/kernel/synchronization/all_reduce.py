@@ -119,13 +119,14 @@ def _gather_rows(collectives, values, indices, keys, hint):
     """Every replica's (indices, values) rows, concatenated in replica order, values / R."""
     rows = tf.shape(values, out_type=tf.int64)[0]
     most = collectives.all_reduce(rows, keys[0], hint, merge="Max", final="Id")
-    first = tf.reshape(tf.stack([tf.constant(0, tf.int64), most - rows]), [1, 2])
+    # At least one (padding) row: TensorFlow's collectives crash on empty tensors.
+    stride = tf.maximum(most, 1)
+    first = tf.reshape(tf.stack([tf.constant(0, tf.int64), stride - rows]), [1, 2])
     rest = tf.zeros(tf.stack([tf.rank(values) - 1, 2]), tf.int64)
     all_values = collectives.all_gather(tf.pad(values, tf.concat([first, rest], 0)), keys[1], hint)
     all_indices = collectives.all_gather(tf.pad(indices, first), keys[2], hint)
     counts = collectives.all_gather(tf.reshape(rows, [1]), keys[3], hint)
     position = tf.range(tf.shape(all_indices, out_type=tf.int64)[0])
-    stride = tf.maximum(most, 1)
     keep = tf.math.floormod(position, stride) < tf.gather(counts, tf.math.floordiv(position, stride))
     count = tf.cast(collectives.plan.num_replicas, values.dtype)
     return {"values": tf.identity(tf.boolean_mask(all_values, keep) / count, name="values").name,
