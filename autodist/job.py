@@ -33,6 +33,7 @@ class JobContext:
     strategy_path: str                 # the compiled strategy, on this node
     workdir: str = ""                  # the job's working directory on this node
     strategy_wait: float = 120.0       # seconds a non-chief waits for the strategy file
+    collective_key_base: int = 0       # first collective key (0: derived from the job id)
 
     @property
     def is_chief(self):

@@ -69,7 +69,7 @@ def open_session(graph_item, strategy, context, resource_spec, failure=None, on_
                  init_timeout=600.0):
     """Transform ``graph_item`` for this node and return an initialized DistributedSession."""
     node = NodeContext(job_id=context.job_id, task_index=context.task_index, num_tasks=context.num_tasks,
-                       chief_task=context.chief_task)
+                       chief_task=context.chief_task, collective_key_base=context.collective_key_base)
     result = GraphTransformer(strategy, node).transform(graph_item)
     graph = _import(result.item)
     spec_node = {n.address: n for n in resource_spec.nodes}.get(context.address)

@@ -22,7 +22,7 @@ from autodist.kernel.synchronization import staleness
 __all__ = ["build_init_op", "INIT_OP"]
 
 INIT_OP = "AutoDist-Init/init"
-_KEY_OFFSET = 90000  # init collectives use keys above the training ones
+_KEY_OFFSET = 90000  # init collectives use the top of the job's key window
 
 
 def _mirrored(plan):

@@ -37,6 +37,7 @@ class NodeContext:
     task_index: int
     num_tasks: int
     chief_task: int = 0
+    collective_key_base: int = 0   # 0: derived from the job id
 
     @property
     def is_chief(self):
@@ -173,10 +174,20 @@ def _node_configs(strategy):
     return configs
 
 
-def _key_base(job_id):
-    digest = int(hashlib.sha256(job_id.encode()).hexdigest()[:8], 16)
-    # Instance keys of different jobs on long-lived servers must not meet.
-    return 1000 + (digest % 200000) * 1000
+_KEY_WINDOW = 100000
+
+
+def _key_base(node):
+    """First collective key of the job: instance keys of jobs sharing servers must not meet.
+
+    Each job's servers normally live and die with it; long-lived servers that
+    run many jobs (tests, external orchestration) should pass distinct
+    ``collective_key_base`` values, which rule collisions out.
+    """
+    if node.collective_key_base:
+        return node.collective_key_base
+    digest = int(hashlib.sha256(node.job_id.encode()).hexdigest()[:8], 16)
+    return _KEY_WINDOW * (1 + digest % 20000)
 
 
 def build_plan(analysis, strategy, node):
@@ -208,7 +219,7 @@ def build_plan(analysis, strategy, node):
     node_cpu = "/job:worker/task:{}/device:CPU:0".format(node.task_index)
     for op in analysis.input_pipeline:
         shared_devices.setdefault(op, node_cpu)
-    base = _key_base(node.job_id)
+    base = _key_base(node)
     return Plan(node=node, analysis=analysis, replicas=replicas, local=local, vars=plans,
                 shared_ops=frozenset(shared_devices), shared_devices=shared_devices, ps_state=ps_state,
-                key_base=base, group_key=base // 1000)
+                key_base=base, group_key=base // _KEY_WINDOW)
