@@ -1,23 +1,30 @@
 """Coordinator: the chief's side of a multi-node job.
 
-    launch   pick a server port on every node, make the job's working directory
-             there and copy the strategy into it, start a TensorFlow server on
-             every other node (``python -m autodist.server``), wait until each
-             listens, then start the user's script on every other node with its
-             JobContext in the environment
-    watch    a thread polls every process; a server that exits, a script that
-             fails or a dropped connection stops the whole job at once and is
-             reported as ``RemoteWorkerError`` (host, exit code, last log lines)
+    launch   check every remote host (preflight: reachable, host key trusted,
+             authenticated, matching python/autodist/TensorFlow), all at once,
+             before anything starts; pick a free server port on every node; make
+             the job's working directory there (mode 0700) and copy the strategy
+             into it; start a TensorFlow server on every other node
+             (``python -m autodist.server``), wait until each listens, then start
+             the user's script on every other node with its JobContext in the
+             environment
+    watch    a thread polls every process twice a second; a server that exits, a
+             script that fails or a dropped connection stops the whole job at
+             once and is reported as ``RemoteWorkerError`` (host, exit code, last
+             log lines) by ``failure()``
     finish   wait for the other scripts to end, stop the servers, remove the
-             working directories
+             working directories; ``abort`` does the same without waiting
 
 Processes are started and stopped through a runner (``autodist.runner``):
 loopback nodes without an ssh group locally, the others over SSH. Only the
-processes the job started are ever signalled, by process group.
+processes the job started are ever signalled, by process group. Two jobs on
+one host never share a port, a directory or a process: everything is keyed on
+the job id.
 """
 import json
 import os
 import posixpath
+import signal
 import sys
 import threading
 import time
@@ -25,12 +32,19 @@ import time
 from autodist.cluster import cpu_count_of
 from autodist.errors import LaunchError
 from autodist.job import JobContext
+from autodist.runner.base import capture, write_line
 from autodist.server import READY
 
-__all__ = ["Coordinator", "default_runner", "WORKDIR_BASE"]
+__all__ = ["Coordinator", "default_runner", "WORKDIR_BASE", "STRATEGY_FILE"]
 
 WORKDIR_BASE = "~/.autodist/jobs"
 STRATEGY_FILE = "strategy.pb"
+ANNOUNCE = "autodist"  # the prefix of the coordinator's own output lines
+
+# Creates the job directory readable by its owner only (os.makedirs' mode does
+# not survive the umask, hence the chmod); argv[1] may start with "~".
+_MAKE_WORKDIR = ("import os, sys; p = os.path.expanduser(sys.argv[1]); "
+                 "os.makedirs(p, mode=0o700, exist_ok=True); os.chmod(p, 0o700)")
 
 
 def default_runner(node, resource_spec, sink=None):
@@ -48,28 +62,58 @@ def _host_port(address, port):
     return "[{}]:{}".format(address, port) if ":" in address else "{}:{}".format(address, port)
 
 
+def describe_exit(code):
+    """``'exited with code 137 (killed by SIGKILL)'``: the shell convention, spelled out."""
+    text = "exited with code {}".format(code)
+    if code is not None and 128 < code < 128 + 65 and code != 255:
+        try:
+            text += " (killed by {})".format(signal.Signals(code - 128).name)
+        except ValueError:
+            pass
+    return text
+
+
 class Coordinator:
     """Start, watch and stop the processes of one job (see the module docstring)."""
 
     def __init__(self, resource_spec, job_id, runner_factory=default_runner, sink=None, poll_interval=0.5,
-                 ready_timeout=120.0, python=None, workdir_base=WORKDIR_BASE):
+                 ready_timeout=120.0, preflight_timeout=60.0, python=None, workdir_base=WORKDIR_BASE):
         self.spec = resource_spec
         self.job_id = job_id
         self._runner_factory = runner_factory
         self._sink = sink
         self._poll = poll_interval
         self._ready_timeout = ready_timeout
+        self._preflight_timeout = preflight_timeout
         self._python = python
         self._base = workdir_base
         self._runners = {}
         self._servers = {}      # address -> handle
         self._workers = {}      # address -> handle
-        self._workdirs = {}
+        self._workdir = None    # the same path on every node
+        self._created = set()   # addresses whose working directory exists
         self._failure = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = None
         self.context = None
+        if resource_spec.ssh_config_map:
+            # paramiko closes every connection in an atexit handler registered when it is
+            # first imported. Importing it now, before the caller registers its own exit
+            # handler (AutoDist's ``finish``), makes that handler run first, while the
+            # connections to the other nodes are still up.
+            import autodist.runner.ssh  # noqa: F401
+
+    @property
+    def workdir(self):
+        """The job's working directory (a path on each node, maybe starting with ``~``)."""
+        return self._workdir
+
+    def handles(self):
+        """``{(address, "server"|"worker"): ProcessHandle}`` of every process started so far."""
+        found = {(a, "server"): h for a, h in self._servers.items()}
+        found.update({(a, "worker"): h for a, h in self._workers.items()})
+        return found
 
     # -- launch ----------------------------------------------------------------------
     def _python_for(self, runner):
@@ -79,26 +123,25 @@ class Coordinator:
         return sys.executable if isinstance(runner, LocalRunner) else "python3"
 
     def launch(self, strategy_path, argv, cwd):
-        """Start the other nodes; returns the chief's JobContext. ``argv`` is the script and its arguments."""
-        from autodist.runner import free_port, job_workdir
-        chief = self.spec.chief
-        used, servers = [], {}
-        for node in self.spec.nodes:
-            runner = self._runner_factory(node, self.spec, self._sink)
-            runner.connect()
-            self._runners[node.address] = runner
-            port = free_port(runner, exclude=used, python=self._python_for(runner))
-            used.append(port)
-            servers[node.address] = _host_port(node.address, port)
-            self._workdirs[node.address] = job_workdir(self._base, self.job_id)
-        self._preflight()
-        for address, runner in self._runners.items():
-            runner.makedirs(self._workdirs[address])
-            runner.copy(strategy_path, posixpath.join(self._workdirs[address], STRATEGY_FILE))
-        self.context = JobContext(job_id=self.job_id, address=chief, servers=servers, chief=chief,
-                                  strategy_path=os.path.expanduser(posixpath.join(self._workdirs[chief], STRATEGY_FILE)),
-                                  workdir=self._workdirs[chief])
+        """Start the other nodes; returns the chief's JobContext. ``argv`` is what runs after ``python``.
+
+        Raises ``PreflightError`` (nothing started) when a host is unfit, or
+        ``LaunchError`` / ``RemoteWorkerError`` when a process cannot start; in
+        every case whatever had started is stopped again.
+        """
+        from autodist.runner import job_workdir
         try:
+            self._runners = {n.address: self._runner_factory(n, self.spec, self._sink) for n in self.spec.nodes}
+            self._preflight()
+            servers = self._pick_ports()
+            self._workdir = job_workdir(self._base, self.job_id)
+            self._stage(strategy_path)
+            chief = self.spec.chief
+            self.context = JobContext(job_id=self.job_id, address=chief, servers=servers, chief=chief,
+                                      strategy_path=os.path.expanduser(posixpath.join(self._workdir, STRATEGY_FILE)),
+                                      workdir=self._workdir)
+            write_line(ANNOUNCE, self._sink, "job {}: {} nodes, TensorFlow servers {}, working directory {}".format(
+                self.job_id, len(servers), " ".join(servers[a] for a in self.context.addresses), self._workdir))
             self._start_servers()
             self._start_workers(argv, cwd)
         except BaseException:
@@ -109,16 +152,35 @@ class Coordinator:
         return self.context
 
     def _preflight(self):
-        """Check every remote host before anything starts; raises PreflightError naming each failure."""
-        from autodist.runner import LocalRunner, local_versions, preflight
+        """Check every remote host, in parallel; raises PreflightError naming each failure."""
+        from autodist.runner import LocalRunner
+        from autodist.runner.preflight import local_versions, preflight
         remote = [r for r in self._runners.values() if not isinstance(r, LocalRunner)]
         if remote:
-            preflight(remote, local_versions(), timeout=self._ready_timeout,
-                      python=self._python or "python3")
+            preflight(remote, local_versions(), timeout=self._preflight_timeout, python=self._python or "python3")
+
+    def _pick_ports(self):
+        """``{address: "host:port"}``: a port free on each node, distinct among nodes sharing a machine."""
+        from autodist.runner import free_port
+        used, servers = [], {}
+        for address, runner in self._runners.items():
+            port = free_port(runner, exclude=used, python=self._python_for(runner))
+            used.append(port)
+            servers[address] = _host_port(address, port)
+        return servers
+
+    def _stage(self, strategy_path):
+        for address, runner in self._runners.items():
+            code, output = capture(runner, [self._python_for(runner), "-c", _MAKE_WORKDIR, self._workdir],
+                                   self._ready_timeout)
+            if code != 0:
+                raise LaunchError("{}: cannot create the job directory {} (exit code {}): {}".format(
+                    address, self._workdir, code, output.strip()[-300:] or "no output"))
+            self._created.add(address)
+            runner.copy(strategy_path, posixpath.join(self._workdir, STRATEGY_FILE))
 
     def _log(self, address, role):
-        return os.path.join(os.path.expanduser(self._workdirs[self.spec.chief]), "logs",
-                            "{}-{}.log".format(address, role))
+        return os.path.join(os.path.expanduser(self._workdir), "logs", "{}-{}.log".format(address, role))
 
     def _start_servers(self):
         cluster = json.dumps(self.context.cluster_spec())
@@ -126,18 +188,19 @@ class Coordinator:
             if node.address == self.spec.chief:
                 continue
             runner = self._runners[node.address]
-            argv = [self._python_for(runner), "-m", "autodist.server", "--cluster", cluster,
-                    "--task", str(self.context.addresses.index(node.address)),
+            argv = [self._python_for(runner), "-m", "autodist.server", "--job-id", self.job_id,
+                    "--cluster", cluster, "--task", str(self.context.addresses.index(node.address)),
                     "--cpus", str(cpu_count_of(node)), "--chief-task", str(self.context.chief_task)]
             self._servers[node.address] = runner.run(argv, env={"PYTHONUNBUFFERED": "1"},
                                                      log_path=self._log(node.address, "server"))
         deadline = time.monotonic() + self._ready_timeout
-        for address, handle in self._servers.items():
+        for handle in self._servers.values():
             while READY not in handle.tail(50):
-                if handle.poll() is not None:
-                    raise handle.failure("its TensorFlow server exited while starting")
+                code = handle.poll()
+                if code is not None:
+                    raise handle.failure("failed: its TensorFlow server {} while starting".format(describe_exit(code)))
                 if time.monotonic() > deadline:
-                    raise handle.failure("its TensorFlow server did not start within {:.0f} s"
+                    raise handle.failure("failed: its TensorFlow server did not start within {:.0f} s"
                                          .format(self._ready_timeout))
                 time.sleep(0.1)
 
@@ -146,30 +209,37 @@ class Coordinator:
             if node.address == self.spec.chief:
                 continue
             runner = self._runners[node.address]
-            context = self.context.for_node(node.address, posixpath.join(self._workdirs[node.address], STRATEGY_FILE),
-                                            self._workdirs[node.address])
+            context = self.context.for_node(node.address, posixpath.join(self._workdir, STRATEGY_FILE),
+                                            self._workdir)
             env = dict(context.to_env(), PYTHONUNBUFFERED="1")
             self._workers[node.address] = runner.run([self._python_for(runner)] + list(argv), env=env, cwd=cwd,
                                                      log_path=self._log(node.address, "worker"))
 
     # -- watch -----------------------------------------------------------------------
     def failure(self):
-        """The first failure of the job, or None."""
+        """The first failure of the job (a ``RemoteWorkerError``), or None."""
         with self._lock:
             return self._failure
 
+    def _check(self, role, handle):
+        """The failure ``handle`` shows now, or None."""
+        code = handle.poll()
+        if code is None:
+            return None
+        if handle.connection_lost:
+            return handle.failure("failed: the connection to it was lost while its {} ran (exit code {})".format(
+                "TensorFlow server" if role == "server" else "training script", code))
+        if role == "worker" and code == 0:
+            return None
+        what = "TensorFlow server" if role == "server" else "training script"
+        return handle.failure("failed: its {} {}".format(what, describe_exit(code)))
+
     def _watch(self):
         while not self._stop.wait(self._poll):
-            for role, handles in (("server", self._servers), ("worker", self._workers)):
-                for address, handle in list(handles.items()):
-                    code = handle.poll()
-                    if code is None or self._stop.is_set():
-                        continue
-                    if role == "worker" and code == 0 and not getattr(handle, "connection_lost", False):
-                        continue
-                    what = "its connection was lost" if getattr(handle, "connection_lost", False) else \
-                        "its {} exited with code {}".format("TensorFlow server" if role == "server" else "script", code)
-                    self._fail(handle.failure(what))
+            for (_, role), handle in self.handles().items():
+                error = self._check(role, handle)
+                if error is not None and not self._stop.is_set():
+                    self._fail(error)
                     return
 
     def _fail(self, error):
@@ -179,38 +249,43 @@ class Coordinator:
         self._terminate_all()
 
     def _terminate_all(self):
-        handles = list(self._workers.values()) + list(self._servers.values())
-        threads = [threading.Thread(target=h.terminate, daemon=True) for h in handles]
+        threads = [threading.Thread(target=h.terminate, daemon=True) for h in self.handles().values()]
         for t in threads:
             t.start()
         for t in threads:
-            t.join(15)
+            t.join(20)
 
     # -- finish ----------------------------------------------------------------------
     def finish(self, timeout=120.0):
         """Wait for the other nodes' scripts, then stop everything; raises their failure, if any."""
         deadline = time.monotonic() + timeout
-        for address, handle in self._workers.items():
+        for handle in list(self._workers.values()):
             remaining = max(0.0, deadline - time.monotonic())
             if handle.wait(remaining) is None and self.failure() is None:
-                self._fail(handle.failure("its script was still running {:.0f} s after the chief finished"
-                                          .format(timeout)))
+                self._fail(handle.failure("failed: its training script was still running {:.0f} s after the "
+                                          "chief's had finished".format(timeout)))
+            elif self.failure() is None:
+                error = self._check("worker", handle)
+                if error is not None:
+                    self._fail(error)
         self.abort()
         failure = self.failure()
         if failure is not None:
             raise failure
 
     def abort(self):
-        """Stop every process of the job now and clean up; idempotent."""
+        """Stop every process of the job now and remove its directories; idempotent."""
         self._stop.set()
         self._terminate_all()
-        for address, runner in self._runners.items():
-            try:
-                runner.remove_tree(self._workdirs[address])
-            except (OSError, LaunchError, ValueError):
-                pass  # best effort: a node that is gone keeps its directory
+        for address, runner in list(self._runners.items()):
+            if address in self._created:
+                try:
+                    runner.remove_tree(self._workdir)
+                except (OSError, LaunchError, ValueError) as e:
+                    write_line(ANNOUNCE, self._sink, "job {}: could not remove {} on {}: {}".format(
+                        self.job_id, self._workdir, address, e))
             runner.close()
         self._runners.clear()
+        self._created.clear()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(5)
-

@@ -22,7 +22,7 @@ from autodist.job import JobContext
 from autodist.kernel.graph_transformer import GraphTransformer
 from autodist.kernel.initialization import INIT_OP
 from autodist.kernel.plan import NodeContext
-from autodist.session import DistributedSession, FetchMapper, WatchedCaller
+from autodist.session import DistributedSession, FetchMapper, WatchedCaller, await_failure
 
 __all__ = ["build_strategy", "single_node_job", "load_strategy", "open_session"]
 
@@ -80,7 +80,12 @@ def open_session(graph_item, strategy, context, resource_spec, failure=None, on_
     run_init = lambda: session.run(INIT_OP, options=options)  # noqa: E731
     try:
         WatchedCaller(failure)(run_init) if failure is not None else run_init()
-    except tf.errors.DeadlineExceededError as e:
+    except tf.errors.OpError as e:
+        remote = await_failure(failure, e) if failure is not None else None
+        if remote is not None:
+            raise remote from e
+        if not isinstance(e, tf.errors.DeadlineExceededError):
+            raise
         raise SessionError("node {}: the job did not come up within {:.0f} s (every node must create its "
                            "distributed session)".format(context.address, init_timeout)) from e
     mapper = FetchMapper(graph_item.graph, graph, result.plan, aliases=_aliases(result))

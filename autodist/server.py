@@ -1,11 +1,12 @@
 """A node's TensorFlow server process: ``python -m autodist.server``.
 
-    python -m autodist.server --cluster '{"worker": ["10.0.0.1:4711", ...]}' --task 1 --cpus 2 --chief-task 0
+    python -m autodist.server --job-id ID --cluster '{"worker": ["10.0.0.1:4711", ...]}' --task 1 --cpus 2 --chief-task 0
 
 Prints ``AUTODIST_SERVER_READY <port>`` once the server listens, then serves
 until it is terminated or its parent process goes away (the chief's
 coordinator, or the SSH session that started it), so that a server never
-outlives its job.
+outlives its job. ``--job-id`` only labels the process (``ps`` shows which job
+a server belongs to).
 """
 import argparse
 import json
@@ -20,6 +21,7 @@ READY = "AUTODIST_SERVER_READY"
 
 def _parser():
     parser = argparse.ArgumentParser(prog="python -m autodist.server", description=__doc__.splitlines()[0])
+    parser.add_argument("--job-id", default="", help="the job this server belongs to (a label for ps)")
     parser.add_argument("--cluster", required=True, help="cluster spec as JSON: {\"worker\": [\"host:port\", ...]}")
     parser.add_argument("--task", type=int, required=True, help="this node's task index")
     parser.add_argument("--cpus", type=int, default=1, help="number of CPU devices to expose")

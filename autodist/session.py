@@ -10,10 +10,14 @@
 
 The user's graph must not change once the session exists: it was captured,
 planned and transformed at that moment. A remote failure seen by the
-coordinator turns the next error of ``run`` into ``RemoteWorkerError``.
+coordinator turns the next error of ``run`` into ``RemoteWorkerError``: a step
+that fails because a peer vanished (gRPC's "unavailable", a cancelled
+collective...) often fails before the coordinator has seen the process exit,
+so such errors wait up to ``PEER_ERROR_GRACE`` seconds for that report.
 """
 import queue
 import threading
+import time
 
 import numpy as np
 import tensorflow as tf
@@ -22,7 +26,22 @@ from tensorflow.python.client import session as tf_session
 from autodist.errors import GraphChangedError, SessionError
 from autodist.graph_info import tf_variable
 
-__all__ = ["DistributedSession", "FetchMapper", "WatchedCaller"]
+__all__ = ["DistributedSession", "FetchMapper", "WatchedCaller", "await_failure", "PEER_ERROR_GRACE"]
+
+PEER_ERROR_GRACE = 5.0
+# What a step reports when another node of the job went away under it.
+_PEER_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError,
+                tf.errors.InternalError, tf.errors.UnknownError, tf.errors.DeadlineExceededError)
+
+
+def await_failure(failure, error, grace=PEER_ERROR_GRACE, interval=0.1):
+    """The job failure that explains TensorFlow ``error``, waiting up to ``grace`` s for it; or None."""
+    deadline = time.monotonic() + (grace if isinstance(error, _PEER_ERRORS) else 0.0)
+    while True:
+        found = failure()
+        if found is not None or time.monotonic() >= deadline:
+            return found
+        time.sleep(interval)
 
 
 class WatchedCaller:
@@ -198,7 +217,7 @@ class DistributedSession(tf_session.SessionInterface):
         try:
             return self._caller(fn) if self._caller is not None else fn()
         except tf.errors.OpError as e:
-            failure = self._failure()
+            failure = await_failure(self._failure, e) if self._caller is not None else None
             if failure is not None:
                 raise failure from e
             raise

@@ -3,7 +3,36 @@
 TensorFlow's C++ logging is silenced for readable test output; this is the
 test harness's choice, never the package's (importing autodist reads no
 environment).
+
+The loopback ``sshd`` (see ``sshd_fixture.py``) is started once per session,
+on first use, and stopped at the end; without ``/usr/sbin/sshd`` every test
+that uses it is skipped.
 """
 import os
+import sys
+
+import pytest
+
+import sshd_fixture
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory):
+    reason = sshd_fixture.missing_reason()
+    if reason:
+        pytest.skip(reason)
+    server = sshd_fixture.start_sshd(str(tmp_path_factory.mktemp("sshd")))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def venv_prefix():
+    """A ``python_venv`` prefix that puts this interpreter's directory first on PATH.
+
+    The sshd's login environment has the system PATH only; this is how a user
+    would point a node at the interpreter that has autodist and TensorFlow.
+    """
+    return 'export PATH={}:"$PATH"'.format(os.path.dirname(sys.executable))

@@ -1,36 +1,12 @@
-"""Fixtures of the runner tests: a loopback sshd and process-group inspection.
+"""Fixtures of the runner tests: process-group inspection.
 
-The sshd (see ``sshd.py``) is started once per session and stopped at the
-end; without ``/usr/sbin/sshd`` every test that uses it is skipped.
+The loopback ``sshd`` and ``venv_prefix`` fixtures are shared by every test
+directory and live in ``tests/conftest.py``.
 """
-import os
 import subprocess
-import sys
 import time
 
 import pytest
-
-import sshd as loopback_sshd
-
-
-@pytest.fixture(scope="session")
-def sshd(tmp_path_factory):
-    reason = loopback_sshd.missing_reason()
-    if reason:
-        pytest.skip(reason)
-    server = loopback_sshd.start_sshd(str(tmp_path_factory.mktemp("sshd")))
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="session")
-def venv_prefix():
-    """A ``python_venv`` prefix that puts this interpreter's directory first on PATH.
-
-    The sshd's login environment has the system PATH only; this is how a user
-    would point a node at the interpreter that has autodist and TensorFlow.
-    """
-    return 'export PATH={}:"$PATH"'.format(os.path.dirname(sys.executable))
 
 
 def live_group_pids(pgid):

@@ -11,7 +11,7 @@ from autodist.runner.base import capture
 from autodist.runner.hostkeys import HostKeyChangedError, UnknownHostKeyError
 from autodist.runner.ssh import SSHRunner
 
-from sshd import keygen, unused_port
+from sshd_fixture import keygen, unused_port
 
 pytestmark = pytest.mark.ssh
 

@@ -10,7 +10,7 @@ from autodist.runner.preflight import VERSIONS_MARKER, check_host, local_version
 from autodist.runner.recording import RecordingRunner
 from autodist.runner.ssh import SSHRunner
 
-from sshd import unused_port
+from sshd_fixture import unused_port
 
 EXPECTED = {"autodist": "0.1.0", "tensorflow": "2.21.0"}
 

@@ -1,4 +1,4 @@
-"""A throw-away OpenSSH server on loopback for the SSH runner tests.
+"""A throw-away OpenSSH server on loopback for the SSH tests (runner and job level).
 
 ``start_sshd(root)`` generates an ed25519 host key and client keys of every
 common type (Ed25519 and ECDSA in OpenSSH format, RSA in legacy PEM) under

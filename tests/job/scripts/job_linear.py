@@ -1,0 +1,66 @@
+"""A small linear-regression job for the job-level tests (run as a script by the chief).
+
+    python job_linear.py SPEC [--strategy PS|AllReduce] [--steps N] [--sleep S] [--seed K]
+                              [--echo-env NAME ...]
+
+Every node takes its share of the global batch by ``ad.worker_index``, prints
+``STEP <i>`` after each step and, at the end, ``RESULT <json>`` with its
+index, the per-example losses of its share at every step, the final weights
+and the values of the ``--echo-env`` variables. ``--sleep`` pauses the other
+nodes (not the chief) after each step, so the chief spends its time blocked
+in ``sess.run`` waiting for them.
+"""
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+import tensorflow as tf
+
+import autodist
+from autodist.strategies import PS, AllReduce
+
+BATCH, FEATURES, LR = 12, 3, 0.1
+
+
+def data(seed):
+    rng = np.random.RandomState(seed)
+    return rng.rand(BATCH, FEATURES).astype(np.float32), rng.rand(BATCH, 1).astype(np.float32)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("spec")
+    parser.add_argument("--strategy", default="PS", choices=("PS", "AllReduce"))
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--sleep", type=float, default=0.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--echo-env", nargs="*", default=[])
+    args = parser.parse_args()
+    tf1 = tf.compat.v1
+    ad = autodist.AutoDist(args.spec, PS() if args.strategy == "PS" else AllReduce())
+    x_all, y_all = data(args.seed)
+    share = BATCH // ad.num_workers
+    rows = slice(ad.worker_index * share, (ad.worker_index + 1) * share)
+    with tf.Graph().as_default(), ad.scope():
+        x = tf1.placeholder(tf.float32, [None, FEATURES], name="x")
+        y = tf1.placeholder(tf.float32, [None, 1], name="y")
+        w = tf1.get_variable("w", initializer=tf.constant([[0.5], [-0.3], [0.2]]))
+        per_example = tf.square(tf.matmul(x, w) - y)[:, 0]
+        train = tf1.train.GradientDescentOptimizer(LR).minimize(tf.reduce_mean(per_example))
+        sess = ad.create_distributed_session()
+        losses = []
+        for step in range(args.steps):
+            _, loss = sess.run([train, per_example], {x: x_all[rows], y: y_all[rows]})
+            losses.append(loss.tolist())
+            print("STEP", step, flush=True)
+            if not ad.is_chief:
+                time.sleep(args.sleep)
+        result = {"index": ad.worker_index, "num_workers": ad.num_workers, "losses": losses,
+                  "w": sess.run(w).ravel().tolist(), "env": {k: os.environ.get(k) for k in args.echo_env}}
+    print("RESULT", json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""A job whose worker, server or connection dies, or whose chief gets Ctrl-C, stops completely.
+
+The chief must notice within 10 s, also while it is blocked in ``sess.run``
+(the other nodes pause between steps, the chief does not), exit non-zero with
+a ``RemoteWorkerError`` naming the host, the exit code and the last log lines,
+and leave no process of the job behind on any node.
+"""
+import os
+import signal
+import time
+
+import pytest
+
+from jobtools import REPO, SCRIPTS, job_dir, job_processes, wait_until
+
+pytestmark = pytest.mark.slow
+
+LOOPBACK = os.path.join(REPO, "resource_specs", "loopback_two_nodes.yml")
+SCRIPT = os.path.join(SCRIPTS, "job_linear.py")
+DETECTION_LIMIT = 10.0
+
+
+def _cmdline(pid):
+    with open("/proc/{}/cmdline".format(pid), "rb") as f:
+        return f.read().replace(b"\0", b" ").decode("utf-8", "replace")
+
+
+def _pgid_of(job_id, server):
+    """The process group of the other node's server (or script), found by the job id."""
+    for pid in job_processes(job_id):
+        command = _cmdline(pid)
+        is_server = "autodist.server" in command
+        if is_server == server and ("python" in command.split()[0]) and os.getpgid(pid) == pid:
+            return pid
+    raise AssertionError("no {} of job {} among {}".format("server" if server else "script", job_id,
+                                                           {p: _cmdline(p) for p in job_processes(job_id)}))
+
+
+def _start_training(chiefs, spec, strategy="AllReduce"):
+    chief = chiefs([SCRIPT, spec, "--strategy", strategy, "--steps", "100000", "--sleep", "0.1"])
+    chief.wait_for(r"^\[127\.0\.0\.2\] STEP 3$", 150)
+    assert chief.job_id and job_processes(chief.job_id)
+    return chief
+
+
+def _assert_stopped(chief, killed_at, *expected):
+    """The chief reported a RemoteWorkerError in time, exited non-zero and nothing is left."""
+    code = chief.wait(60)
+    hit = chief.find(r"RemoteWorkerError: ")
+    assert hit is not None, chief.output()[-4000:]
+    detection = hit[0] - killed_at
+    print("detected after {:.2f} s".format(detection))
+    assert detection < DETECTION_LIMIT
+    assert code != 0
+    message = chief.output()[chief.output().index("RemoteWorkerError: "):]
+    for text in ("127.0.0.2",) + expected:
+        assert text in message
+    assert "last lines of its log:" in message
+    assert wait_until(lambda: job_processes(chief.job_id) == [], 5), job_processes(chief.job_id)
+    assert not os.path.exists(job_dir(chief.job_id))
+    return message
+
+
+def test_killed_worker_script_stops_the_job(chiefs):
+    chief = _start_training(chiefs, LOOPBACK)
+    pgid = _pgid_of(chief.job_id, server=False)
+    killed_at = time.monotonic()
+    os.killpg(pgid, signal.SIGKILL)
+    message = _assert_stopped(chief, killed_at, "training script exited with code 137 (killed by SIGKILL)")
+    assert "STEP 2" in message  # the worker's own last output lines
+
+
+@pytest.mark.ssh
+def test_killed_server_over_ssh_stops_the_job(chiefs, ssh_spec):
+    chief = _start_training(chiefs, ssh_spec(remote=("127.0.0.2",)), strategy="PS")
+    pgid = _pgid_of(chief.job_id, server=True)
+    killed_at = time.monotonic()
+    os.killpg(pgid, signal.SIGKILL)
+    message = _assert_stopped(chief, killed_at, "TensorFlow server exited with code 137 (killed by SIGKILL)")
+    assert "AUTODIST_SERVER_READY" in message
+
+
+@pytest.mark.ssh
+def test_dropped_ssh_connection_stops_the_job(chiefs, ssh_spec, sshd):
+    chief = _start_training(chiefs, ssh_spec(remote=("127.0.0.2",)))
+    # The per-connection sshd processes are children of the test's sshd: killing them
+    # cuts the chief's only connection to 127.0.0.2 without a goodbye.
+    sessions = [int(p) for p in os.listdir("/proc") if p.isdigit() and _ppid(int(p)) == sshd.process.pid]
+    assert sessions
+    killed_at = time.monotonic()
+    for pid in sessions:
+        os.kill(pid, signal.SIGKILL)
+    _assert_stopped(chief, killed_at, "connection to it was lost")
+
+
+def _ppid(pid):
+    try:
+        with open("/proc/{}/stat".format(pid), "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def test_ctrl_c_on_the_chief_stops_every_node(chiefs):
+    chief = _start_training(chiefs, LOOPBACK)
+    chief.signal(signal.SIGINT)
+    code = chief.wait(30)
+    assert code != 0
+    assert "KeyboardInterrupt" in chief.output()
+    assert wait_until(lambda: job_processes(chief.job_id) == [], 5), job_processes(chief.job_id)
+    assert not os.path.exists(job_dir(chief.job_id))
