@@ -18,6 +18,8 @@ __all__ = [
     "LaunchError",
     "PreflightError",
     "RemoteWorkerError",
+    "CheckpointError",
+    "FunctionError",
 ]
 
 
@@ -117,3 +119,11 @@ class RemoteWorkerError(AutoDistError, RuntimeError):
         if log_tail:
             msg += "; last lines of its log:\n" + log_tail
         super().__init__(msg)
+
+
+class CheckpointError(AutoDistError, ValueError):
+    """A checkpoint cannot be written or restored: a variable is missing, a shape differs, wrong graph."""
+
+
+class FunctionError(AutoDistError, TypeError):
+    """``AutoDist.function`` was called with arguments it cannot turn into graph inputs."""

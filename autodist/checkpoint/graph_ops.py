@@ -1,0 +1,176 @@
+"""Ops added to a node's distributed graph to read and to restore variables in the original layout.
+
+    read     W            PS:          read(W)                      (on its server)
+             b            mirrored:    read(AutoDist-Replica-0/b)   (this node's first replica)
+             E            partitioned: concat(read(E/part_0), read(E/part_1), axis)
+
+    restore  (the chief has the values; every node runs its own restore op)
+
+      chief:   value --split--> assign(PS pieces), assign(chief replica's mirrored copies)
+                       --then--> broadcast_send(mirrored pieces)
+      others:  broadcast_recv --> assign(own replicas' mirrored copies)
+      every node, after the above: refresh local proxies of PS variables
+
+The broadcast carries every mirrored piece (one collective per dtype, values
+flattened and concatenated, as the init op does) over the job's collective
+group; the send waits for the chief's parameter-server assignments, so when a
+node's restore op returns, every variable it can read holds the restored
+value. With no mirrored piece a scalar is broadcast as the barrier alone; a
+job with one replica needs no collective.
+"""
+import collections
+
+import tensorflow as tf
+from tensorflow.python.ops import collective_ops, gen_resource_variable_ops
+
+from autodist.errors import CheckpointError
+
+__all__ = ["build_reads", "build_restore", "restore_instance_key", "PROXY_PATTERN"]
+
+#: The handle op of a parameter-server variable's local proxy (``autodist.kernel.synchronization.proxy``).
+PROXY_PATTERN = "AutoDist-Proxy/{}/proxy"
+_KEY_OFFSET = 95000   # above the init op's collectives (90000 + dtypes)
+_KEYS_PER_SLOT = 64
+
+
+def restore_instance_key(plan, slot, index):
+    """Collective instance key of restore op ``slot``'s ``index``-th broadcast: equal on every node."""
+    if index >= _KEYS_PER_SLOT:
+        raise CheckpointError("a restore broadcasts at most {} dtypes".format(_KEYS_PER_SLOT))
+    return plan.key_base + _KEY_OFFSET + _KEYS_PER_SLOT * slot + index
+
+
+def _handle(graph, name):
+    try:
+        op = graph.get_operation_by_name(name)
+    except KeyError:
+        raise CheckpointError("the distributed graph has no variable '{}'".format(name)) from None
+    if op.type != "VarHandleOp":
+        raise CheckpointError("'{}' is a {} op; only resource variables can be checkpointed".format(name, op.type))
+    return op.outputs[0]
+
+
+def _read(graph, name, dtype):
+    handle = _handle(graph, name)
+    with tf.device(handle.op.device):
+        return gen_resource_variable_ops.read_variable_op(handle, dtype)
+
+
+def _assign(graph, name, value):
+    handle = _handle(graph, name)
+    with tf.device(handle.op.device):
+        return gen_resource_variable_ops.assign_variable_op(handle, value)
+
+
+def build_reads(graph, plan, entries, device):
+    """{checkpoint key: the variable's whole value}, concatenations placed on ``device``."""
+    values = {}
+    for entry in entries:
+        parts = [_read(graph, piece.root_copy(plan), entry.spec.dtype) for piece in entry.pieces]
+        if len(parts) == 1:
+            values[entry.key] = parts[0]
+            continue
+        with tf.device(device):
+            values[entry.key] = tf.concat(parts, entry.axis)
+    return values
+
+
+def _wire_dtype(dtype):
+    return tf.int32 if dtype == tf.bool else dtype
+
+
+def _chief_side(graph, plan, entries, sources):
+    """Assign PS pieces and the chief replica's copies; returns (assign ops, {piece name: value})."""
+    assigns, values = [], {}
+    for entry in entries:
+        value = sources[entry.key]
+        parts = [value] if len(entry.pieces) == 1 else tf.split(value, entry.sizes, axis=entry.axis)
+        for piece, part in zip(entry.pieces, parts):
+            if piece.shape.is_fully_defined():
+                part = tf.reshape(part, piece.shape)
+            assigns.append(_assign(graph, piece.root_copy(plan), part))
+            if not piece.shared:
+                values[piece.name] = part
+    return assigns, values
+
+
+def _mirrored_groups(entries):
+    """Mirrored pieces grouped by dtype (sorted, identical on every node)."""
+    groups = collections.defaultdict(list)
+    for entry in entries:
+        for piece in entry.pieces:
+            if piece.shared:
+                continue
+            if not piece.shape.is_fully_defined():
+                raise CheckpointError("variable '{}' has no fully defined shape; it cannot be restored into "
+                                      "replicas".format(piece.name))
+            groups[entry.spec.dtype.name].append((piece, entry.spec.dtype))
+    return [groups[k] for k in sorted(groups)]
+
+
+def _broadcast_group(graph, plan, group, key, ready, values):
+    """One collective for a dtype group; the chief replica sends, every other replica receives and assigns."""
+    dtype = group[0][1]
+    sizes = [piece.shape.num_elements() for piece, _ in group]
+    done = []
+    for replica in plan.local:
+        with tf.device(replica.device):
+            if replica.global_index == plan.chief_replica.global_index:
+                with tf.control_dependencies(ready):
+                    flat = tf.concat([tf.reshape(values[piece.name], [-1]) for piece, _ in group], 0)
+                done.append(collective_ops.broadcast_send_v2(
+                    tf.cast(flat, _wire_dtype(dtype)), plan.num_replicas, plan.group_key, key).op)
+                continue
+            flat = collective_ops.broadcast_recv_v2(tf.constant([sum(sizes)]), _wire_dtype(dtype),
+                                                    plan.num_replicas, plan.group_key, key)
+            pieces = tf.split(tf.cast(flat, dtype), sizes) if len(group) > 1 else [tf.cast(flat, dtype)]
+        for (piece, _), part in zip(group, pieces):
+            done.append(_assign(graph, replica.prefix + piece.name, tf.reshape(part, piece.shape)))
+    return done
+
+
+def _barrier(plan, key, ready):
+    done = []
+    for replica in plan.local:
+        with tf.device(replica.device):
+            if replica.global_index == plan.chief_replica.global_index:
+                with tf.control_dependencies(ready):
+                    token = tf.constant([1], tf.int32)
+                done.append(collective_ops.broadcast_send_v2(token, plan.num_replicas, plan.group_key, key).op)
+            else:
+                done.append(collective_ops.broadcast_recv_v2(tf.constant([1]), tf.int32, plan.num_replicas,
+                                                            plan.group_key, key).op)
+    return done
+
+
+def _refresh_proxies(graph, plan, entries, after):
+    """Local proxies of restored parameter-server pieces take the restored value."""
+    refreshed = []
+    existing = {op.name for op in graph.get_operations() if op.type == "VarHandleOp"}
+    for entry in entries:
+        for piece in entry.pieces:
+            proxy = PROXY_PATTERN.format(piece.name)
+            if not piece.shared or proxy not in existing:
+                continue
+            with tf.control_dependencies(after):
+                value = _read(graph, piece.name, entry.spec.dtype)
+            refreshed.append(_assign(graph, proxy, value))
+    return refreshed
+
+
+def build_restore(graph, plan, entries, sources, slot, name):
+    """This node's restore op. ``sources`` ({key: value}) on the chief, None on the other nodes."""
+    chief = plan.node.is_chief
+    if chief and sources is None:
+        raise CheckpointError("the chief's restore op needs the values to restore")
+    ready, values = _chief_side(graph, plan, entries, sources) if chief else ([], {})
+    done = list(ready)
+    if plan.num_replicas > 1:
+        groups = _mirrored_groups(entries)
+        if groups:
+            for index, group in enumerate(groups):
+                done += _broadcast_group(graph, plan, group, restore_instance_key(plan, slot, index), ready, values)
+        else:
+            done += _barrier(plan, restore_instance_key(plan, slot, 0), ready)
+    done += _refresh_proxies(graph, plan, entries, done)
+    return tf.group(*done, name=name)
