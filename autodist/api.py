@@ -19,6 +19,7 @@ session; the other nodes run the same script with their place in the job in
 import atexit
 import contextlib
 import contextvars
+import dataclasses
 import os
 import sys
 import tempfile
@@ -81,6 +82,8 @@ class AutoDist:
         self._parent = os.getppid()
         self._coordinator = None
         self._session = None
+        self._session_args = None   # (JobContext, failure, on_interrupt) of the running job
+        self._generation = 0
         if self._job is not None and self._job.address not in {n.address for n in self._resource_spec.nodes}:
             raise LaunchError("this process belongs to node {} of job {}, which is not in {}".format(
                 self._job.address, self._job.job_id, self._resource_spec.path))
@@ -152,6 +155,32 @@ class AutoDist:
             self._session = self._join_job(item)
         return self._session
 
+    def _reopen_session(self):
+        """A new session on the running job for the captured graph as it is now (``autodist.function``).
+
+        A function traced after the session exists grows the graph, which the
+        session refuses to run. Every node runs the same script and gets here at
+        the same call; each builds the strategy itself (builders are pure
+        functions of graph and spec) and the session gets its own job id,
+        ``<job>-g<n>-<strategy id>``: fresh containers and collective keys (derived
+        from that id, also when the job injected a key base), and nodes that
+        planned differently never meet. The caller moves the
+        variables' values over (``autodist.checkpoint.binding``).
+        """
+        from autodist import runtime
+        if self._session is None or self._session_args is None:
+            raise SessionError("no distributed session to replace; call create_distributed_session() first")
+        item = self._graph_item
+        item.prepare()
+        context, failure, on_interrupt = self._session_args
+        strategy = runtime.build_strategy(item, self._resource_spec, self.strategy_builder)
+        self._generation += 1
+        generation = dataclasses.replace(context, job_id="{}-g{}-{}".format(
+            context.job_id, self._generation, strategy.id[:8]), collective_key_base=0)
+        self._session = runtime.open_session(item, strategy, generation, self._resource_spec, failure=failure,
+                                             on_interrupt=on_interrupt)
+        return self._session
+
     def function(self, fn):
         """A distributed version of ``fn`` built on first call (see ``autodist.function``)."""
         from autodist.function import DistributedFunction
@@ -165,6 +194,7 @@ class AutoDist:
         if len(self._resource_spec.nodes) == 1:
             context, server = runtime.single_node_job(self._resource_spec, job_id, strategy)
             _keep_alive.append(server)
+            self._session_args = (context, None, None)
             return runtime.open_session(item, strategy, context, self._resource_spec)
         return self._launch(item, strategy, job_id)
 
@@ -183,6 +213,7 @@ class AutoDist:
         chief = {n.address: n for n in self._resource_spec.nodes}[context.address]
         _keep_alive.append(start_server(context.cluster_spec(), context.task_index,
                                         node_config(cpu_count_of(chief), context.chief_task)))
+        self._session_args = (context, coordinator.failure, coordinator.abort)
         return runtime.open_session(item, strategy, context, self._resource_spec, failure=coordinator.failure,
                                     on_interrupt=coordinator.abort)
 
@@ -195,6 +226,7 @@ class AutoDist:
         else:
             strategy = runtime.load_strategy(job)
         failure = self._chief_gone if self._launched_by_chief else None
+        self._session_args = (job, failure, None)
         return runtime.open_session(item, strategy, job, self._resource_spec, failure=failure)
 
     def _chief_gone(self):
