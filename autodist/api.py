@@ -30,6 +30,7 @@ from autodist.capture import capture_optimizers
 from autodist.errors import CaptureError, LaunchError, RemoteWorkerError, SessionError
 from autodist.graph_item import GraphItem
 from autodist.job import JobContext
+from autodist.keras_support import guard_keras_loops
 
 __all__ = ["AutoDist", "SessionRequested", "intercept_session_requests"]
 
@@ -130,7 +131,7 @@ class AutoDist:
         graph = tf.compat.v1.get_default_graph()
         if self._graph_item is None or self._graph_item.graph is not graph:
             self._graph_item = GraphItem(graph=graph)
-        with capture_optimizers(), self._graph_item.as_default():
+        with capture_optimizers(), guard_keras_loops(), self._graph_item.as_default():
             yield self
 
     def create_distributed_session(self):
