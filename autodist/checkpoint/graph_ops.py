@@ -29,14 +29,16 @@ __all__ = ["build_reads", "build_restore", "restore_instance_key", "PROXY_PATTER
 
 #: The handle op of a parameter-server variable's local proxy (``autodist.kernel.synchronization.proxy``).
 PROXY_PATTERN = "AutoDist-Proxy/{}/proxy"
-_KEY_OFFSET = 95000   # above the init op's collectives (90000 + dtypes)
+_KEY_OFFSET = 95000   # in the job's key window, above the init op's collectives (90000 + dtypes)
 _KEYS_PER_SLOT = 64
+_KEY_WINDOW = 100000   # keys per job (autodist.kernel.plan)
 
 
 def restore_instance_key(plan, slot, index):
     """Collective instance key of restore op ``slot``'s ``index``-th broadcast: equal on every node."""
-    if index >= _KEYS_PER_SLOT:
-        raise CheckpointError("a restore broadcasts at most {} dtypes".format(_KEYS_PER_SLOT))
+    if index >= _KEYS_PER_SLOT or _KEY_OFFSET + _KEYS_PER_SLOT * (slot + 1) > _KEY_WINDOW:
+        raise CheckpointError("restore op {} (dtype group {}) has no collective key left in the job's window; "
+                              "use fewer Savers".format(slot, index))
     return plan.key_base + _KEY_OFFSET + _KEYS_PER_SLOT * slot + index
 
 

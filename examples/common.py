@@ -1,0 +1,83 @@
+"""Shared plumbing of the examples: command line, strategies by name, this node's share of a batch, loss logs.
+
+Every example runs unchanged on one machine or on several: the chief (the
+process you start) launches the other nodes of the resource spec, which run
+the same script with the same arguments; each node feeds its own rows of
+every global batch (``node_rows``) and only the chief writes files.
+"""
+import argparse
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")   # the examples' choice: quiet TensorFlow C++ logs
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_SPEC = os.path.join(ROOT, "resource_specs", "loopback_two_nodes.yml")
+
+
+def parser(description, strategy, steps, log_every=10):
+    """An argument parser with the options every example shares."""
+    args = argparse.ArgumentParser(description=description)
+    args.add_argument("--spec", default=DEFAULT_SPEC, help="resource spec (default: two loopback nodes)")
+    args.add_argument("--strategy", default=strategy, help="strategy builder name (default: %(default)s)")
+    args.add_argument("--steps", type=int, default=steps, help="training steps (default: %(default)s)")
+    args.add_argument("--log-every", type=int, default=log_every, help="print progress every N steps")
+    return args
+
+
+def strategy(name):
+    """A strategy builder from its class name, e.g. 'PS', 'AllReduce', 'Parallax'."""
+    from autodist import strategies
+    if name not in strategies.__all__:
+        raise SystemExit("unknown strategy {!r}; choose from {}".format(name, ", ".join(strategies.__all__)))
+    return getattr(strategies, name)()
+
+
+def node_rows(ad, batch_size):
+    """This node's slice of a global batch of ``batch_size`` rows (equal parts, node order)."""
+    if batch_size % ad.num_workers:
+        raise SystemExit("the global batch ({}) must split evenly over {} nodes".format(batch_size, ad.num_workers))
+    part = batch_size // ad.num_workers
+    return slice(ad.worker_index * part, (ad.worker_index + 1) * part)
+
+
+def say(ad, text):
+    """Print progress, prefixed with this node's index (the chief shows the other nodes' lines prefixed too)."""
+    print("[node {}] {}".format(ad.worker_index, text), flush=True)
+
+
+class LossLog:
+    """Step and loss per line in ``<log_dir>/loss.log``, and ``<log_dir>/loss.png`` at the end (the chief only)."""
+
+    def __init__(self, ad, log_dir):
+        self.enabled = bool(log_dir) and ad.is_chief
+        self.log_dir = log_dir
+        self.points = []
+        if self.enabled:
+            os.makedirs(log_dir, exist_ok=True)
+            self._file = open(os.path.join(log_dir, "loss.log"), "w")
+
+    def add(self, step, loss):
+        self.points.append((step, float(loss)))
+        if self.enabled:
+            self._file.write("{} {:.6f}\n".format(step, float(loss)))
+            self._file.flush()
+
+    def close(self, title):
+        """Write the PNG; returns its path (None on other nodes or without a log directory)."""
+        if not self.enabled:
+            return None
+        self._file.close()
+        import matplotlib
+        matplotlib.use("Agg")
+        from matplotlib import pyplot
+        figure, axes = pyplot.subplots(figsize=(6, 4))
+        axes.plot([s for s, _ in self.points], [v for _, v in self.points])
+        axes.set_xlabel("step")
+        axes.set_ylabel("loss")
+        axes.set_yscale("log")
+        axes.set_title(title)
+        figure.tight_layout()
+        path = os.path.join(self.log_dir, "loss.png")
+        figure.savefig(path, dpi=100)
+        pyplot.close(figure)
+        return path
