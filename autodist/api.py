@@ -106,6 +106,12 @@ class AutoDist:
         return self._graph_item
 
     @property
+    def session(self):
+        """The distributed session running now, or None: the one ``create_distributed_session()``
+        returned, or the one ``ad.function`` opened last (pass it to ``autodist.checkpoint.Saver``)."""
+        return self._session
+
+    @property
     def is_chief(self):
         return self._job is None or self._job.is_chief
 

@@ -174,7 +174,7 @@ class _Trace:
 
 def _run(ad, fetches, feed_dict):
     """Run on the AutoDist's current session; after a trace grew the graph, on a new one."""
-    session = ad._session if ad._session is not None else ad.create_distributed_session()
+    session = ad.session if ad.session is not None else ad.create_distributed_session()
     try:
         return session.run(fetches, feed_dict)
     except GraphChangedError:

@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 from autodist import AutoDist
+from autodist.checkpoint import Saver
 from autodist.capture import capture_optimizers
 from autodist.errors import FunctionError
 from autodist.graph_item import GraphItem
@@ -86,9 +87,9 @@ def test_train_then_predict_equals_single_device(spec, data, builder):
         model, optimizer = _model()
     train_step, predict = (ad.function(f) for f in _steps(model, optimizer))
     losses = [train_step(x[step], y[step]) for step in range(3)]
-    first_session = ad._session
+    first_session = ad.session
     predictions = predict(x[-1])
-    assert ad._session is not first_session           # the grown graph runs in a new session
+    assert ad.session is not first_session           # the grown graph runs in a new session
     losses += [train_step(x[step], y[step]) for step in range(3, 5)]
     for got, want in zip(losses, expected):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
@@ -156,7 +157,7 @@ def test_writes_nothing_depends_on_run_in_every_replica(spec, data):
 
     assert step(x[0]) is None
     step(x[1])
-    session = ad._session
+    session = ad.session
     copies = ["AutoDist-Replica-{}/rows_seen".format(i) for i in range(2)]
     values = session._session.run([session.distributed_graph.get_tensor_by_name(c + "/Read/ReadVariableOp:0")
                                    for c in copies])
@@ -177,3 +178,26 @@ def test_bad_arguments_and_retraining_are_refused(spec, data):
     train_step(x[0], y[0])
     with pytest.raises(FunctionError, match="applies gradients"):
         train_step(x[0].astype(np.float64), y[0])     # a new trace of the same training step
+
+
+def test_a_saver_follows_the_session_the_functions_run_in(spec, data, tmp_path):
+    x, y = data
+    keras.backend.clear_session()
+    ad = AutoDist(spec, PS())
+    with tf.Graph().as_default(), ad.scope():
+        model, optimizer = _model()
+        saver = Saver()                               # before the optimizer has created its variables
+    train_step, predict = (ad.function(f) for f in _steps(model, optimizer))
+    train_step(x[0], y[0])
+    first = saver.save(ad.session, str(tmp_path / "model"), global_step=1)
+    predict(x[0])                                     # a new session for the grown graph
+    train_step(x[1], y[1])
+    second = saver.save(ad.session, str(tmp_path / "model"), global_step=2)
+    assert saver.last_checkpoints == [first, second]
+    saved = dict(tf.train.list_variables(second))
+    assert any(name.endswith("iteration") for name in saved)          # Keras optimizer state is included
+    reader = tf.train.load_checkpoint(second)
+    for variable in model.weights:
+        name = variable.value.op.name
+        np.testing.assert_array_equal(reader.get_tensor(name), ad.session.run(variable.value))
+    assert reader.get_tensor(next(n for n in saved if n.endswith("iteration"))) == 2

@@ -5,13 +5,14 @@ strategy B, k more steps == 2k uninterrupted single-device steps, for every
 variable including Adam's slots and beta powers.
 """
 import os
+import types
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from autodist import AutoDist
-from autodist.checkpoint import Saver
+from autodist.checkpoint import SavedModelBuilder, Saver
 from autodist.errors import CheckpointError
 from autodist.strategies import PS, AllReduce, Parallax, PartitionedAR, PSLoadBalancing, RandomAxisPartitionAR
 
@@ -218,3 +219,21 @@ def test_plain_session_of_the_users_graph_is_served_by_a_plain_saver(tmp_path, d
                 session.run(model["train"], problem.feed(model, step))
             resumed = {v.op.name: session.run(v) for v in tf.compat.v1.global_variables()}
     assert_same_state(expected, resumed)
+
+
+def test_only_the_chief_writes(tmp_path):
+    """On another node, save and export return the chief's paths and run nothing (its session is never used)."""
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.Variable(1.0, name="v")
+        saver = Saver()
+    node = types.SimpleNamespace(is_chief=False)
+    session = types.SimpleNamespace(graph=graph, distributed_graph=None,
+                                    transform_result=types.SimpleNamespace(plan=types.SimpleNamespace(node=node)))
+    assert saver.save(session, str(tmp_path / "model"), global_step=3) == str(tmp_path / "model-3")
+    assert saver.last_checkpoints == []
+    builder = SavedModelBuilder(str(tmp_path / "export"))
+    builder.add_meta_graph_and_variables(session, ["serve"])
+    builder.add_meta_graph(["other"])
+    assert builder.save() == str(tmp_path / "export" / "saved_model.pb").encode()
+    assert list(tmp_path.iterdir()) == []
