@@ -112,6 +112,8 @@ class _Trace:
             self.leaves, self.fetches = self._fetchable(self.structure)
             retrained = sorted(r.target for r in item.grad_records if r.target in records and r != records[r.target])
             if retrained:
+                # The first trace keeps training these variables; the rejected trace's ops stay unused.
+                item.add_grad_records(records[target] for target in retrained)
                 raise FunctionError(
                     "'{}' applies gradients to {} again in a new trace; a variable can be trained by one trace "
                     "only (keep the argument shapes of a training function fixed, e.g. pad the last batch)"
@@ -174,7 +176,13 @@ class _Trace:
 
 def _run(ad, fetches, feed_dict):
     """Run on the AutoDist's current session; after a trace grew the graph, on a new one."""
-    session = ad.session if ad.session is not None else ad.create_distributed_session()
+    session = ad.session
+    if session is None:
+        if not ad.graph_item.grad_records:
+            raise FunctionError("the first call autodist runs needs a training step in the graph (a distributed "
+                                "session distributes gradients): trace it first without running it, e.g. "
+                                "train_step.trace(x_example, y_example), or call it first")
+        session = ad.create_distributed_session()
     try:
         return session.run(fetches, feed_dict)
     except GraphChangedError:
@@ -209,7 +217,7 @@ class DistributedFunction:
         functools.update_wrapper(self, fn)
 
     def trace(self, *args, **kwargs):
-        """The trace for these arguments (built now if this signature is new)."""
+        """Build the trace for these arguments now, if this signature is new, without running it."""
         traces = _traces.setdefault(self._autodist, {})
         key = (self._fn, signature(args, kwargs))
         trace = traces.get(key)

@@ -201,3 +201,20 @@ def test_a_saver_follows_the_session_the_functions_run_in(spec, data, tmp_path):
         name = variable.value.op.name
         np.testing.assert_array_equal(reader.get_tensor(name), ad.session.run(variable.value))
     assert reader.get_tensor(next(n for n in saved if n.endswith("iteration"))) == 2
+
+
+def test_a_function_can_be_traced_before_it_runs(spec, data):
+    """Evaluating before training: the training step is traced first, so one session serves both."""
+    x, y = data
+    keras.backend.clear_session()
+    ad = AutoDist(spec, AllReduce())
+    with tf.Graph().as_default(), ad.scope():
+        model, optimizer = _model()
+    train_step, predict = (ad.function(f) for f in _steps(model, optimizer))
+    with pytest.raises(FunctionError, match="trace"):
+        predict(x[0])                                 # no gradients yet: no session can start
+    train_step.trace(x[0], y[0])
+    before = predict(x[0])
+    session = ad.session
+    train_step(x[0], y[0])
+    assert ad.session is session and not np.allclose(predict(x[0]), before)
