@@ -83,7 +83,7 @@ class Saver:
         self._options = dict(max_to_keep=max_to_keep, keep_checkpoint_every_n_hours=keep_checkpoint_every_n_hours,
                              pad_step_number=pad_step_number, save_relative_paths=save_relative_paths)
         self._inner = None      # the tf1 Saver doing the bookkeeping
-        self._plain = {}        # plain session graph -> tf1 Saver
+        self._plain = None      # the tf1 Saver for plain sessions of the graph
 
     def _variables(self):
         """{key: variable}; without a var_list, every global variable the graph has now.
@@ -152,12 +152,10 @@ class Saver:
         """A tf1 Saver for a plain session of the user's graph (no distribution)."""
         if session.graph is not self._graph:
             raise CheckpointError("this Saver was created for another graph than the session's")
-        saver = self._plain.get(session.graph)
-        if saver is None:
+        if self._plain is None:
             with session.graph.as_default():
-                saver = tf.compat.v1.train.Saver(var_list=self._variables(), allow_empty=True, **self._options)
-            self._plain[session.graph] = saver
-        return saver
+                self._plain = tf.compat.v1.train.Saver(var_list=self._variables(), allow_empty=True, **self._options)
+        return self._plain
 
     # -- the tf.compat.v1.train.Saver interface ------------------------------------------
     def save(self, sess, save_path, global_step=None, latest_filename=None, meta_graph_suffix="meta",
@@ -167,6 +165,8 @@ class Saver:
             return self._plain_saver(sess).save(sess, save_path, global_step, latest_filename, meta_graph_suffix,
                                                 write_meta_graph, write_state, strip_default_attrs, save_debug_info)
         step = _step(sess, global_step)
+        if not self._variables():
+            return None                       # an empty Saver (allow_empty=True) saves nothing, as in TensorFlow
         if not sess.transform_result.plan.node.is_chief:
             return _checkpoint_path(save_path, step, self._options["pad_step_number"])
         self._bind(sess)
@@ -183,6 +183,8 @@ class Saver:
         if not binding.is_distributed(sess):
             return self._plain_saver(sess).restore(sess, save_path)
         plan = sess.transform_result.plan
+        if not self._variables():
+            return None
         filename, restore, specs = self._bind(sess)
         if plan.node.is_chief:
             _check_checkpoint(save_path, specs)
