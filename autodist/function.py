@@ -33,12 +33,12 @@ and prints of the trace nothing else depends on (Keras' batch-norm moving
 statistics, ``v.assign_add``), as ``tf.function`` would run them.
 
 Several functions. All functions of an AutoDist share its graph and its one
-current session. A trace made after the session exists grows the graph; the
-session then refuses to run (``GraphChangedError``) and the next call opens a
-session for the grown graph on the same job (``AutoDist._reopen_session``)
-and moves every variable's value over from the old one (the chief's values,
-broadcast to every replica). Each node must make the same calls in the same
-order, which running the same script gives.
+current session. A trace made after the session exists grows the graph; when a
+call needs ops the session does not have (``GraphChangedError``), autodist
+opens a session for the grown graph on the same job
+(``AutoDist._reopen_session``) and moves every variable's value over from the
+old one (the chief's values, broadcast to every replica). Each node must make
+the same calls in the same order, which running the same script gives.
 """
 import functools
 import weakref
