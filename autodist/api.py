@@ -241,6 +241,22 @@ class AutoDist:
             return RemoteWorkerError(self._job.chief, reason="the chief process is gone")
         return None
 
+    def finish_job(self, abort=False, timeout=120.0):
+        """End the job this chief launched: wait up to ``timeout`` s for the other nodes' scripts
+        (``abort``: stop them now), stop every process of the job, remove its directories, and
+        raise the first ``RemoteWorkerError``. A no-op on other nodes and when done already;
+        without a call it happens at exit (``autodist run`` calls it to choose its exit status)."""
+        coordinator, self._coordinator = self._coordinator, None
+        if coordinator is None:
+            return
+        if not abort:
+            coordinator.finish(timeout)
+            return
+        coordinator.abort()
+        failure = coordinator.failure()
+        if failure is not None:
+            raise failure
+
     def _finish_job(self):
         """At the chief's exit: wait for the other nodes and stop the job (abort after an error)."""
         coordinator = self._coordinator

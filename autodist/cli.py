@@ -2,6 +2,8 @@
 
     autodist spec validate resource_specs/two_nodes.yml
     autodist spec schema
+    autodist spec from-tf-config -o cluster.yml
+    autodist run -r resource_specs/two_nodes.yml -s PS train.py --epochs 3
 
 Sub-commands live in ``autodist.commands``, one module per group, listed in
 :data:`COMMANDS`. Failures the user can fix (a malformed spec, a missing file,
@@ -14,12 +16,12 @@ import argparse
 
 from autodist import __version__
 from autodist.commands import EXIT_USER_ERROR, USER_ERRORS, report_error
-from autodist.commands import plan, spec
+from autodist.commands import plan, run, spec, spec_convert
 
 __all__ = ["main", "build_parser", "COMMANDS"]
 
 #: Command modules, each with ``register(subparsers)``.
-COMMANDS = (spec, plan)
+COMMANDS = (spec, spec_convert, plan, run)
 
 
 def build_parser():

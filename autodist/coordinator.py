@@ -11,7 +11,10 @@
     watch    a thread polls every process twice a second; a server that exits, a
              script that fails or a dropped connection stops the whole job at
              once and is reported as ``RemoteWorkerError`` (host, exit code, last
-             log lines) by ``failure()``
+             log lines) by ``failure()``. The distributed session raises it from
+             ``run``; if nothing has asked for it ``interrupt_after`` seconds
+             later (the chief is busy elsewhere: evaluating, sleeping, stuck),
+             the main thread gets it raised through a SIGINT, wherever it is
     finish   wait for the other scripts to end, stop the servers, remove the
              working directories; ``abort`` does the same without waiting
 
@@ -77,7 +80,8 @@ class Coordinator:
     """Start, watch and stop the processes of one job (see the module docstring)."""
 
     def __init__(self, resource_spec, job_id, runner_factory=default_runner, sink=None, poll_interval=0.5,
-                 ready_timeout=120.0, preflight_timeout=60.0, python=None, workdir_base=WORKDIR_BASE):
+                 ready_timeout=120.0, preflight_timeout=60.0, python=None, workdir_base=WORKDIR_BASE,
+                 interrupt_after=2.0):
         self.spec = resource_spec
         self.job_id = job_id
         self._runner_factory = runner_factory
@@ -93,6 +97,11 @@ class Coordinator:
         self._workdir = None    # the same path on every node
         self._created = set()   # addresses whose working directory exists
         self._failure = None
+        self._delivered = False     # someone has seen the failure
+        self._finishing = False     # finish() or abort() is running: never interrupt it
+        self._interrupt_after = interrupt_after
+        self._sigint = None         # (our handler, the previous one) while installed
+        self._pending = None        # the failure our SIGINT handler is to raise
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = None
@@ -147,6 +156,7 @@ class Coordinator:
         except BaseException:
             self.abort()
             raise
+        self._install_interrupt()
         self._thread = threading.Thread(target=self._watch, name="autodist-coordinator", daemon=True)
         self._thread.start()
         return self.context
@@ -219,6 +229,8 @@ class Coordinator:
     def failure(self):
         """The first failure of the job (a ``RemoteWorkerError``), or None."""
         with self._lock:
+            if self._failure is not None:
+                self._delivered = True
             return self._failure
 
     def _check(self, role, handle):
@@ -240,6 +252,7 @@ class Coordinator:
                 error = self._check(role, handle)
                 if error is not None and not self._stop.is_set():
                     self._fail(error)
+                    self._interrupt_unless_seen(error)
                     return
 
     def _fail(self, error):
@@ -255,9 +268,54 @@ class Coordinator:
         for t in threads:
             t.join(20)
 
+    # -- interrupting a chief that is not looking ----------------------------------------
+    def _install_interrupt(self):
+        """Wrap the SIGINT handler so that the watch thread can raise a failure in the main thread."""
+        if threading.current_thread() is not threading.main_thread() or self._interrupt_after is None:
+            return
+        previous = signal.getsignal(signal.SIGINT)
+
+        def on_sigint(signum, frame):
+            pending, self._pending = self._pending, None
+            if pending is not None:
+                raise pending
+            if callable(previous):
+                return previous(signum, frame)
+            if previous != signal.SIG_IGN:
+                signal.default_int_handler(signum, frame)
+            return None
+        signal.signal(signal.SIGINT, on_sigint)
+        self._sigint = (on_sigint, previous)
+
+    def _restore_interrupt(self):
+        if self._sigint is None or threading.current_thread() is not threading.main_thread():
+            return
+        ours, previous = self._sigint
+        self._sigint = None
+        if signal.getsignal(signal.SIGINT) is ours:
+            signal.signal(signal.SIGINT, previous)
+
+    def _interrupt_unless_seen(self, error):
+        deadline = time.monotonic() + (self._interrupt_after or 0.0)
+        while time.monotonic() < deadline:
+            with self._lock:
+                if self._delivered or self._finishing:
+                    return
+            time.sleep(0.1)
+        with self._lock:
+            if self._delivered or self._finishing or self._sigint is None:
+                return
+            self._delivered = True
+            self._pending = error
+        write_line(ANNOUNCE, self._sink, "job {}: {} failed; raising the error in the chief".format(
+            self.job_id, error.host))
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
     # -- finish ----------------------------------------------------------------------
     def finish(self, timeout=120.0):
         """Wait for the other nodes' scripts, then stop everything; raises their failure, if any."""
+        with self._lock:
+            self._finishing = True
         deadline = time.monotonic() + timeout
         for handle in list(self._workers.values()):
             remaining = max(0.0, deadline - time.monotonic())
@@ -275,7 +333,10 @@ class Coordinator:
 
     def abort(self):
         """Stop every process of the job now and remove its directories; idempotent."""
+        with self._lock:
+            self._finishing = True
         self._stop.set()
+        self._restore_interrupt()
         self._terminate_all()
         for address, runner in list(self._runners.items()):
             if address in self._created:

@@ -8,8 +8,10 @@
              other tensors come from replica 0; variables give their synchronized
              value; ops kept once (parameter-server variables) are fetched as they are
 
-The user's graph must not change once the session exists: it was captured,
-planned and transformed at that moment. A remote failure seen by the
+What the session runs is the user's graph as it was when the session was
+created: it was captured, planned and transformed at that moment. Ops added
+later (an init op made inside ``with Session()``, a saver) do no harm until
+they are fetched or fed, which raises ``GraphChangedError``. A remote failure seen by the
 coordinator turns the next error of ``run`` into ``RemoteWorkerError``: a step
 that fails because a peer vanished (gRPC's "unavailable", a cancelled
 collective...) often fails before the coordinator has seen the process exit,
@@ -26,7 +28,8 @@ from tensorflow.python.client import session as tf_session
 from autodist.errors import GraphChangedError, SessionError
 from autodist.graph_info import tf_variable
 
-__all__ = ["DistributedSession", "FetchMapper", "WatchedCaller", "await_failure", "PEER_ERROR_GRACE"]
+__all__ = ["DistributedSession", "FetchMapper", "WatchedCaller", "await_failure", "flatten_fetches",
+           "PEER_ERROR_GRACE"]
 
 PEER_ERROR_GRACE = 5.0
 # What a step reports when another node of the job went away under it.
@@ -42,6 +45,39 @@ def await_failure(failure, error, grace=PEER_ERROR_GRACE, interval=0.1):
         if found is not None or time.monotonic() >= deadline:
             return found
         time.sleep(interval)
+
+
+def flatten_fetches(fetches):
+    """``(leaves, pack)``: the graph elements of a fetch structure and ``pack(values)`` rebuilding it.
+
+    Like ``tf.compat.v1.Session``: lists, tuples, namedtuples and dicts nest
+    (dict keys may be anything, hooks included, and keep their order); every
+    other value is a leaf.
+    """
+    if isinstance(fetches, dict):
+        keys = list(fetches)
+        parts = [flatten_fetches(fetches[k]) for k in keys]
+        make = lambda values: type(fetches)(zip(keys, values))  # noqa: E731
+    elif isinstance(fetches, tuple) and hasattr(fetches, "_fields"):
+        parts = [flatten_fetches(v) for v in fetches]
+        make = lambda values: type(fetches)(*values)  # noqa: E731
+    elif isinstance(fetches, (list, tuple)):
+        parts = [flatten_fetches(v) for v in fetches]
+        make = type(fetches)
+    else:
+        return [fetches], lambda values: values[0]
+    leaves, sizes = [], []
+    for part_leaves, _ in parts:
+        leaves.extend(part_leaves)
+        sizes.append(len(part_leaves))
+
+    def pack(values):
+        out, start = [], 0
+        for (_, part_pack), size in zip(parts, sizes):
+            out.append(part_pack(values[start:start + size]))
+            start += size
+        return make(out)
+    return leaves, pack
 
 
 class WatchedCaller:
@@ -163,6 +199,7 @@ class DistributedSession(tf_session.SessionInterface):
         self._mapper = mapper
         self._original = original_graph
         self._version = original_graph.version
+        self._last_op_id = max((op._id for op in original_graph.get_operations()), default=0)
         self._failure = failure or (lambda: None)
         self._on_interrupt = on_interrupt
         self._caller = WatchedCaller(self._failure) if failure is not None else None
@@ -180,15 +217,22 @@ class DistributedSession(tf_session.SessionInterface):
     def sess_str(self):
         return self._session.sess_str
 
-    def _check_graph(self):
-        if self._original.version != self._version:
-            raise GraphChangedError(
-                "the graph changed after create_distributed_session() (it had {} ops, now {}); build "
-                "the whole model, loss and train op before creating the session".format(
-                    self._version, self._original.version))
+    def _check_graph(self, items):
+        """Refuse fetches and feeds of ops created after the session (the distributed graph lacks them)."""
+        if self._original.version == self._version:
+            return
+        for item in items:
+            element = self._mapper.element(item)
+            op = element if isinstance(element, tf.Operation) else element.op
+            if op._id > self._last_op_id:
+                raise GraphChangedError(
+                    "'{}' was added to the graph after create_distributed_session() (the graph had {} ops "
+                    "then, {} now), so the distributed graph does not have it; build the whole model, loss "
+                    "and train op before creating the session".format(op.name, self._version,
+                                                                      self._original.version))
 
     def _map_fetches(self, fetches):
-        leaves = tf.nest.flatten(fetches)
+        leaves, pack = flatten_fetches(fetches)
         names, rebuilders = [], []
         for leaf in leaves:
             copies, rebuild = self._mapper.fetch(leaf)
@@ -197,7 +241,7 @@ class DistributedSession(tf_session.SessionInterface):
 
         def unflatten(values):
             out = [rebuild(values[start:start + count]) for start, count, rebuild in rebuilders]
-            return tf.nest.pack_sequence_as(fetches, out)
+            return pack(out)
         return names, unflatten
 
     def _map_feeds(self, feed_dict):
@@ -207,7 +251,7 @@ class DistributedSession(tf_session.SessionInterface):
         return feeds
 
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
-        self._check_graph()
+        self._check_graph(flatten_fetches(fetches)[0] + list(feed_dict or {}))
         names, unflatten = self._map_fetches(fetches)
         feeds = self._map_feeds(feed_dict)
         values = self._call(lambda: self._session.run(names, feeds, options=options, run_metadata=run_metadata))

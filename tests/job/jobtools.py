@@ -22,7 +22,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPTS = os.path.join(HERE, "scripts")
 REPO = os.path.dirname(os.path.dirname(HERE))
-_JOB_LINE = re.compile(r"^\[autodist\] job (\S+): ")
+_JOB_LINE = re.compile(r"\[autodist\] job (\S+): ")
 _RESULT = re.compile(r"^(?:\[(?P<node>[^\]]+)\] )?RESULT (?P<json>\{.*\})$")
 
 

@@ -1,17 +1,20 @@
 """A job whose worker, server or connection dies, or whose chief gets Ctrl-C, stops completely.
 
 The chief must notice within 10 s, also while it is blocked in ``sess.run``
-(the other nodes pause between steps, the chief does not), exit non-zero with
+(the other nodes pause between steps, the chief does not) or busy outside
+the session (a long pause between steps), exit non-zero with
 a ``RemoteWorkerError`` naming the host, the exit code and the last log lines,
 and leave no process of the job behind on any node.
 """
 import os
+import re
 import signal
 import time
 
 import pytest
 
 from jobtools import REPO, SCRIPTS, job_dir, job_processes, wait_until
+from test_job_concurrent import check_numbers
 
 pytestmark = pytest.mark.slow
 
@@ -36,9 +39,9 @@ def _pgid_of(job_id, server):
                                                            {p: _cmdline(p) for p in job_processes(job_id)}))
 
 
-def _start_training(chiefs, spec, strategy="AllReduce"):
-    chief = chiefs([SCRIPT, spec, "--strategy", strategy, "--steps", "100000", "--sleep", "0.1"])
-    chief.wait_for(r"^\[127\.0\.0\.2\] STEP 3$", 150)
+def _start_training(chiefs, spec, strategy="AllReduce", extra=()):
+    chief = chiefs([SCRIPT, spec, "--strategy", strategy, "--steps", "100000", "--sleep", "0.1"] + list(extra))
+    chief.wait_for(r"\[127\.0\.0\.2\] STEP 3$", 150)
     assert chief.job_id and job_processes(chief.job_id)
     return chief
 
@@ -61,18 +64,26 @@ def _assert_stopped(chief, killed_at, *expected):
     return message
 
 
-def test_killed_worker_script_stops_the_job(chiefs):
+def test_killed_worker_script_stops_its_job_and_only_its_job(chiefs):
     chief = _start_training(chiefs, LOOPBACK)
+    # Another job on the same nodes, training while the first one dies.
+    bystander = chiefs([SCRIPT, LOOPBACK, "--seed", "3", "--steps", "8", "--sleep", "0.5"])
+    bystander.wait_for(r"\[127\.0\.0\.2\] STEP 0$", 150)
     pgid = _pgid_of(chief.job_id, server=False)
     killed_at = time.monotonic()
     os.killpg(pgid, signal.SIGKILL)
     message = _assert_stopped(chief, killed_at, "training script exited with code 137 (killed by SIGKILL)")
-    assert "STEP 2" in message  # the worker's own last output lines
+    assert re.search(r"\nSTEP \d+\n", message)  # the worker's own last output lines
+    assert bystander.wait(120) == 0, bystander.output()[-4000:]
+    check_numbers(bystander, seed=3, steps=8)
+    assert job_processes(bystander.job_id) == []
 
 
 @pytest.mark.ssh
-def test_killed_server_over_ssh_stops_the_job(chiefs, ssh_spec):
-    chief = _start_training(chiefs, ssh_spec(remote=("127.0.0.2",)), strategy="PS")
+def test_killed_server_over_ssh_stops_a_chief_busy_outside_the_session(chiefs, ssh_spec):
+    chief = _start_training(chiefs, ssh_spec(remote=("127.0.0.2",)), strategy="PS",
+                            extra=["--chief-pause-at", "4", "--chief-pause", "120"])
+    chief.wait_for(r"^PAUSE$", 60)
     pgid = _pgid_of(chief.job_id, server=True)
     killed_at = time.monotonic()
     os.killpg(pgid, signal.SIGKILL)

@@ -1,18 +1,20 @@
 """A small linear-regression job for the job-level tests (run as a script by the chief).
 
     python job_linear.py SPEC [--strategy PS|AllReduce] [--steps N] [--sleep S] [--seed K]
-                              [--echo-env NAME ...]
+                              [--echo-env NAME ...] [--chief-pause-at K --chief-pause S]
 
 Every node takes its share of the global batch by ``ad.worker_index``, prints
 ``STEP <i>`` after each step and, at the end, ``RESULT <json>`` with its
 index, the per-example losses of its share at every step, the final weights
 and the values of the ``--echo-env`` variables. ``--sleep`` pauses the other
 nodes (not the chief) after each step, so the chief spends its time blocked
-in ``sess.run`` waiting for them.
+in ``sess.run`` waiting for them; ``--chief-pause`` makes the chief sleep
+(outside any session call, like a long evaluation) after step K.
 """
 import argparse
 import json
 import os
+import sys
 import time
 
 import numpy as np
@@ -29,6 +31,12 @@ def data(seed):
     return rng.rand(BATCH, FEATURES).astype(np.float32), rng.rand(BATCH, 1).astype(np.float32)
 
 
+def say(text):
+    """One write per line: the chief's stdout also carries the other nodes' lines, written whole."""
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("spec")
@@ -37,6 +45,8 @@ def main():
     parser.add_argument("--sleep", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--echo-env", nargs="*", default=[])
+    parser.add_argument("--chief-pause-at", type=int, default=-1)
+    parser.add_argument("--chief-pause", type=float, default=0.0)
     args = parser.parse_args()
     tf1 = tf.compat.v1
     ad = autodist.AutoDist(args.spec, PS() if args.strategy == "PS" else AllReduce())
@@ -54,12 +64,15 @@ def main():
         for step in range(args.steps):
             _, loss = sess.run([train, per_example], {x: x_all[rows], y: y_all[rows]})
             losses.append(loss.tolist())
-            print("STEP", step, flush=True)
+            say("STEP {}".format(step))
             if not ad.is_chief:
                 time.sleep(args.sleep)
+            elif step == args.chief_pause_at:
+                say("PAUSE")
+                time.sleep(args.chief_pause)
         result = {"index": ad.worker_index, "num_workers": ad.num_workers, "losses": losses,
                   "w": sess.run(w).ravel().tolist(), "env": {k: os.environ.get(k) for k in args.echo_env}}
-    print("RESULT", json.dumps(result), flush=True)
+    say("RESULT " + json.dumps(result))
 
 
 if __name__ == "__main__":
