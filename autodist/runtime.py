@@ -20,7 +20,7 @@ from autodist.cluster import cpu_count_of, node_config, start_server
 from autodist.errors import LaunchError, SessionError
 from autodist.job import JobContext
 from autodist.kernel.graph_transformer import GraphTransformer
-from autodist.kernel.initialization import INIT_OP
+from autodist.kernel.initialization import INIT_OPS
 from autodist.kernel.plan import NodeContext
 from autodist.session import DistributedSession, FetchMapper, WatchedCaller, await_failure
 
@@ -77,7 +77,7 @@ def open_session(graph_item, strategy, context, resource_spec, failure=None, on_
     config = node_config(cpus, context.chief_task)
     session = tf.compat.v1.Session(context.target, graph=graph, config=config)
     options = tf.compat.v1.RunOptions(timeout_in_ms=int(init_timeout * 1000))
-    run_init = lambda: session.run(INIT_OP, options=options)  # noqa: E731
+    run_init = lambda: [session.run(op, options=options) for op in INIT_OPS]  # noqa: E731
     try:
         WatchedCaller(failure)(run_init) if failure is not None else run_init()
     except tf.errors.OpError as e:

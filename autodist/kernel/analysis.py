@@ -70,6 +70,7 @@ class GraphAnalysis:
     writes: Dict[str, str]          # apply op name -> variable op it writes
     slots: Dict[str, Tuple[str, ...]]
     input_pipeline: FrozenSet[str] = frozenset()  # iterators, their datasets and initializers
+    state_ops: Dict[str, FrozenSet[str]] = dataclasses.field(default_factory=dict)
 
 
 def resource_source(tensor):
@@ -177,7 +178,38 @@ def analyze(item):
     apply_ops = frozenset(op.name for op in _ancestors(roots) - compute if op.name not in creation)
     result = _link(item, variables, creation, apply_ops, train_ops, grads, grad_info)
     result.input_pipeline = _input_pipeline(graph) - creation
+    result.state_ops = {v: _state_ops(graph, result, v) for v in grads}
     return result
+
+
+def _state_ops(graph, analysis, var_op):
+    """Apply ops that read or write ``var_op`` or its slots, and everything computed from them.
+
+    A replica that does not apply the variable's update runs none of these.
+    The set is closed under data consumers: an op whose output is used
+    outside it (rare: a fetched optimizer internal) is left out together with
+    everything it is computed from, so the graph stays valid.
+    """
+    owned = {var_op} | set(analysis.slots[var_op])
+    apply_ops = analysis.apply_ops
+    touching = [graph.get_operation_by_name(n) for n in sorted(apply_ops)]
+    touching = [op for op in touching
+                if any(t.dtype == tf.resource and resource_source(t).name in owned for t in op.inputs)]
+    members, stack = set(), list(touching)
+    while stack:
+        op = stack.pop()
+        if op in members:
+            continue
+        members.add(op)
+        stack.extend(c for t in op.outputs for c in t.consumers() if c.name in apply_ops)
+    changed = True
+    while changed:
+        changed = False
+        for op in list(members):
+            if any(c not in members for t in op.outputs for c in t.consumers()):
+                members.discard(op)
+                changed = True
+    return frozenset(op.name for op in members)
 
 
 def _link(item, variables, creation, apply_ops, train_ops, grads, grad_info):

@@ -1,6 +1,6 @@
 """Finalize: the init op, job-scoped resources and importable colocation.
 
-- Adds the node's init op (``initialization.build_init_op``).
+- Adds the node's init ops (``initialization.build_init_ops``).
 - Puts every stateful resource with an empty ``container`` into the job's
   container, so two jobs sharing long-lived servers never meet in a resource
   manager (and ``Session.reset`` can drop one job's state).
@@ -8,7 +8,7 @@
   does not have; ``import_graph_def`` rejects them.
 """
 from autodist.kernel.base import editor_for, hand_over
-from autodist.kernel.initialization import build_init_op
+from autodist.kernel.initialization import build_init_ops
 
 __all__ = ["Finalizer", "job_container"]
 
@@ -27,7 +27,7 @@ class Finalizer:
 
     def __call__(self, item):
         editor = editor_for(item, self.plan, self.name)
-        build_init_op(editor, self.plan, item)
+        build_init_ops(editor, self.plan, item)
         container = job_container(self.plan.node.job_id).encode()
         names = editor.nodes
         for node in editor.graph_def.node:

@@ -1,15 +1,23 @@
-"""The init op of a node: identical initial values on every replica of every node.
+"""The init ops of a node: identical initial values on every replica of every node.
 
-    chief:  ps initializers --> root replica's initializers --> broadcast_send(values)
-    others:                                           broadcast_recv --> assign to own copies
-    then:   variables the passes added (proxies, compressor state), tables, staleness tokens
+Initialization is three session runs, in this order (``INIT_OPS``):
 
-The root is the chief's first replica. Its initial values, random or not, are
-broadcast to every other replica, one collective per dtype (values flattened
-and concatenated), so mirrored copies start identical. The broadcast is also
-the job's start barrier: it cannot finish before the chief has initialized the
-parameter-server variables, so no node reads one before it exists. A job
-without mirrored variables broadcasts one scalar for the barrier alone.
+    servers  (chief only) parameter-server variables and the root replica's own
+             copies run their initializers
+    sync     the root replica broadcasts its values; every other replica of
+             every node receives and assigns them (one collective per dtype)
+    local    what the passes added (proxies filled from their servers, compressor
+             state), lookup tables, staleness tokens
+
+The root is the chief's first replica, so mirrored copies start identical,
+whatever their initializers. The broadcast is also the job's start barrier:
+it cannot finish before the chief has initialized the servers' variables.
+
+Why three runs: TensorFlow gives every process the same step id for a step
+with collectives, and one process' end-of-step cleanup on a server aborts
+whatever another process still runs there under that id. A step with
+collectives therefore only touches this node's own devices; work on other
+nodes' servers runs in steps without collectives.
 """
 import collections
 
@@ -19,10 +27,15 @@ from tensorflow.python.ops import collective_ops, gen_resource_variable_ops
 from autodist.errors import TransformError
 from autodist.kernel.synchronization import staleness
 
-__all__ = ["build_init_op", "INIT_OP"]
+__all__ = ["build_init_ops", "INIT_OPS", "INIT_SERVERS", "INIT_SYNC", "INIT_LOCAL", "INIT_KEY_OFFSET"]
 
-INIT_OP = "AutoDist-Init/init"
-_KEY_OFFSET = 90000  # init collectives use the top of the job's key window
+INIT_SERVERS = "AutoDist-Init/servers"
+INIT_SYNC = "AutoDist-Init/sync"
+INIT_LOCAL = "AutoDist-Init/local"
+INIT_OPS = (INIT_SERVERS, INIT_SYNC, INIT_LOCAL)
+# Collective keys of a job: training from key_base + 1 up, initialization from
+# key_base + INIT_KEY_OFFSET, checkpoint restores from key_base + 95000.
+INIT_KEY_OFFSET = 90000
 
 
 def _mirrored(plan):
@@ -43,18 +56,21 @@ def _wire_dtype(dtype):
     return tf.int32 if dtype == tf.bool else dtype
 
 
-def _broadcast(scratch, plan, group, key, root_ready):
+def _is_root(plan, replica):
+    return replica.global_index == plan.chief_replica.global_index
+
+
+def _broadcast(scratch, plan, group, key):
     """One collective for every mirrored variable of one dtype; returns the ops that finish it."""
     dtype = group[0].dtype
     sizes = [f.shape.num_elements() for f in group]
     done = []
     for replica in plan.local:
         with tf.device(replica.device), tf.name_scope("AutoDist-Init/{}{}/".format(replica.prefix, dtype.name)):
-            if replica.global_index == plan.chief_replica.global_index:
-                with tf.control_dependencies(root_ready):
-                    reads = [tf.reshape(gen_resource_variable_ops.read_variable_op(
-                        scratch.tensor(replica.prefix + f.name, dtype=tf.resource, shape=[]), dtype), [-1])
-                        for f in group]
+            if _is_root(plan, replica):
+                reads = [tf.reshape(gen_resource_variable_ops.read_variable_op(
+                    scratch.tensor(replica.prefix + f.name, dtype=tf.resource, shape=[]), dtype), [-1])
+                    for f in group]
                 flat = tf.cast(tf.concat(reads, 0), _wire_dtype(dtype))
                 done.append(collective_ops.broadcast_send_v2(
                     flat, group_size=plan.num_replicas, group_key=plan.group_key, instance_key=key).op)
@@ -69,43 +85,43 @@ def _broadcast(scratch, plan, group, key, root_ready):
     return done
 
 
-def _barrier(scratch, plan, key, root_ready):
+def _barrier(plan, key):
     done = []
     for replica in plan.local:
         with tf.device(replica.device), tf.name_scope("AutoDist-Init/{}barrier/".format(replica.prefix)):
-            if replica.global_index == plan.chief_replica.global_index:
-                with tf.control_dependencies(root_ready):
-                    value = tf.constant([1], tf.int32)
-                done.append(collective_ops.broadcast_send_v2(value, plan.num_replicas, plan.group_key, key).op)
+            if _is_root(plan, replica):
+                done.append(collective_ops.broadcast_send_v2(tf.constant([1], tf.int32), plan.num_replicas,
+                                                             plan.group_key, key).op)
             else:
                 done.append(collective_ops.broadcast_recv_v2(tf.constant([1]), tf.int32, plan.num_replicas,
                                                             plan.group_key, key).op)
     return done
 
 
-def build_init_op(editor, plan, item):
-    """Add this node's init op (``INIT_OP``) to the editor's graph."""
+def build_init_ops(editor, plan, item):
+    """Add this node's three init ops (``INIT_OPS``) to the editor's graph."""
     scratch = editor.scratch()
     with scratch.graph.as_default():
-        root_ready = []
+        inits = []
         if plan.node.is_chief:
-            ps_inits = sorted({plan.analysis.variables[v].initializer for v in plan.ps_state})
             root = plan.chief_replica
-            mirrored_inits = [root.prefix + plan.analysis.variables[v].initializer for v in sorted(plan.mirrored_vars)]
-            root_ready = [scratch.control(op) for op in ps_inits + mirrored_inits]
+            names = sorted({plan.analysis.variables[v].initializer for v in plan.ps_state})
+            names += [root.prefix + plan.analysis.variables[v].initializer for v in sorted(plan.mirrored_vars)]
+            inits = [scratch.control(name) for name in names]
+        tf.group(*inits, name=INIT_SERVERS)
         groups = _mirrored(plan)
-        key = plan.key_base + _KEY_OFFSET
+        key = plan.key_base + INIT_KEY_OFFSET
         if groups:
-            synced = [op for i, group in enumerate(groups) for op in _broadcast(scratch, plan, group, key + i, root_ready)]
+            synced = [op for i, group in enumerate(groups) for op in _broadcast(scratch, plan, group, key + i)]
         else:
-            synced = _barrier(scratch, plan, key, root_ready)
-        with tf.control_dependencies(synced):
-            after = [scratch.control(name) for name in _added_initializers(plan, item)]
-            after += [scratch.control(r.prefix + t) for r in plan.local for t in _original_tables(item, plan)]
-            fill = staleness.prefill(scratch, plan)
-            if fill is not None:
-                after.append(fill)
-            tf.group(*(synced + after), name=INIT_OP)
+            synced = _barrier(plan, key)
+        tf.group(*synced, name=INIT_SYNC)
+        local = [scratch.control(name) for name in _added_initializers(plan, item)]
+        local += [scratch.control(r.prefix + t) for r in plan.local for t in _original_tables(item, plan)]
+        fill = staleness.prefill(scratch, plan)
+        if fill is not None:
+            local.append(fill)
+        tf.group(*local, name=INIT_LOCAL)
     scratch.commit()
 
 

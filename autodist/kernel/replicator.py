@@ -9,9 +9,9 @@
 Parameter-server variables, their slots and their initializers are kept once
 (``plan.shared_ops``); every other op is copied with its name prefixed by
 ``AutoDist-Replica-<i>/`` and placed on the replica's device (see
-``device.replica_device``). Inputs, control inputs and colocation entries that
-name a copied op are renamed to the same replica's copy; those naming a shared
-op keep the name. The pass works on NodeDefs (one import for the whole job,
+``device.replica_device``). Inputs and control inputs that name a copied op
+are renamed to the same replica's copy; those naming a shared op keep the
+name. Colocation entries survive only between copies of one replica. The pass works on NodeDefs (one import for the whole job,
 later) and returns a new GraphDef-backed GraphItem.
 """
 import copy as _copy
@@ -77,9 +77,15 @@ class Replicator:
             copy.input[:] = [replicated_name(i, prefix, shared) for i in node.input]
         copy.device = replica_device(node, replica, resource_device)
         if "_class" in node.attr:
-            copy.attr["_class"].list.s[:] = [
-                v if v[5:].decode() in shared else b"loc:@" + prefix.encode() + v[5:]
-                for v in node.attr["_class"].list.s]
+            # A copy is colocated with the same replica's copies only: colocation with
+            # a shared op (tf1 Adam puts its beta powers with the first variable) would
+            # pull every replica's copy onto that op's server, where they would collide.
+            kept = [b"loc:@" + prefix.encode() + v[5:] for v in node.attr["_class"].list.s
+                    if v.startswith(b"loc:@") and v[5:].decode() not in shared]
+            if kept:
+                copy.attr["_class"].list.s[:] = kept
+            else:
+                del copy.attr["_class"]
         if "shared_name" in node.attr and node.attr["shared_name"].s:
             copy.attr["shared_name"].s = copy.name.encode()
         if node.op in ("Enter", "RefEnter"):

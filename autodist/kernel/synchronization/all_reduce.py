@@ -10,13 +10,18 @@ all-gathered instead (padded to the group's largest row count, the padding
 dropped again), so every replica applies the concatenation of all replicas'
 rows, divided by the number of replicas: the same update a single device
 applies to the global batch.
+
+A collective instance fixes its shape the first time it runs, so gathers of
+a size that changes from step to step pad to the next power of two and use
+the instance key of that size: each key always sees one shape, at most 32 keys
+per variable, and the padding at most doubles what is sent.
 """
 import collections
 
 import tensorflow as tf
 
 from autodist.kernel.synchronization import compressor as comp
-from autodist.kernel.synchronization import wiring
+from autodist.kernel.synchronization import relay, wiring
 
 __all__ = ["synchronize_all_reduce"]
 
@@ -35,6 +40,8 @@ def synchronize_all_reduce(editor, plan):
     """Add the collectives; returns (step ops, new variables)."""
     if not plan.ar_vars:
         return [], []
+    if relay.needs_relay(plan):
+        return relay.relay_all_reduce(editor, plan, _groups(plan))
     collectives = comp.Collectives(plan)
     scratch = editor.scratch()
     reduced, steps, new_vars = {}, [], []
@@ -97,9 +104,12 @@ def _powersgd(scratch, collectives, plan, group, index, reduced):
     return steps, new_vars
 
 
+_SIZE_LEVELS = 32  # row counts up to 2**31
+
+
 def _sparse(scratch, collectives, plan, group, index, reduced):
     for var in group:
-        keys = [collectives.key() for _ in range(4)]
+        keys = (collectives.key(), collectives.key(), collectives.reserve(2 * _SIZE_LEVELS))
         parts = plan.analysis.grad_tensors[var.op_name]
         for replica in plan.local:
             scope = "AutoDist-AllReduce/sparse/{}/{}".format(var.op_name, replica.prefix)
@@ -119,13 +129,16 @@ def _gather_rows(collectives, values, indices, keys, hint):
     """Every replica's (indices, values) rows, concatenated in replica order, values / R."""
     rows = tf.shape(values, out_type=tf.int64)[0]
     most = collectives.all_reduce(rows, keys[0], hint, merge="Max", final="Id")
-    # At least one (padding) row: TensorFlow's collectives crash on empty tensors.
-    stride = tf.maximum(most, 1)
+    counts = collectives.all_gather(tf.reshape(rows, [1]), keys[1], hint)
+    # Pad to a power of two (at least one row: collectives crash on empty tensors).
+    level = tf.cast(tf.math.ceil(tf.math.log(tf.cast(tf.maximum(most, 1), tf.float64)) / tf.math.log(
+        tf.constant(2.0, tf.float64)) - 1e-9), tf.int64)
+    stride = tf.bitwise.left_shift(tf.constant(1, tf.int64), level)
+    key = tf.cast(keys[2] + 2 * level, tf.int32)
     first = tf.reshape(tf.stack([tf.constant(0, tf.int64), stride - rows]), [1, 2])
     rest = tf.zeros(tf.stack([tf.rank(values) - 1, 2]), tf.int64)
-    all_values = collectives.all_gather(tf.pad(values, tf.concat([first, rest], 0)), keys[1], hint)
-    all_indices = collectives.all_gather(tf.pad(indices, first), keys[2], hint)
-    counts = collectives.all_gather(tf.reshape(rows, [1]), keys[3], hint)
+    all_values = collectives.all_gather(tf.pad(values, tf.concat([first, rest], 0)), key, hint)
+    all_indices = collectives.all_gather(tf.pad(indices, first), key + 1, hint)
     position = tf.range(tf.shape(all_indices, out_type=tf.int64)[0])
     keep = tf.math.floormod(position, stride) < tf.gather(counts, tf.math.floordiv(position, stride))
     count = tf.cast(collectives.plan.num_replicas, values.dtype)

@@ -43,6 +43,12 @@ class Collectives:
         self._next += 1
         return self._next
 
+    def reserve(self, count):
+        """The first of ``count`` consecutive fresh keys."""
+        first = self._next + 1
+        self._next += count
+        return first
+
     def hint(self, replica, spec):
         gpu = tf.DeviceSpec.from_string(replica.device).device_type == "GPU"
         if spec == _C.RING or not gpu:

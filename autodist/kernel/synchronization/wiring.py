@@ -34,6 +34,12 @@ def state_writes(plan, var_op):
 
 
 def disable_writes(editor, plan, var_op, prefix, after):
-    """Make ``prefix``'s writes of ``var_op``'s state wait for ``after`` instead of running."""
-    for op in state_writes(plan, var_op):
+    """Make ``prefix``'s update of ``var_op``'s state wait for ``after`` instead of running.
+
+    Every apply op that reads or writes the variable or its slots (and what is
+    computed from them) becomes a NoOp: a replica that does not apply the
+    update never touches the server's copy while another replica updates it.
+    """
+    ops = set(plan.analysis.state_ops[var_op]) | set(state_writes(plan, var_op))
+    for op in sorted(ops):
         editor.disable(prefix + op, after)

@@ -1,0 +1,129 @@
+"""All-reduce without collectives, for jobs that also use parameter servers across nodes.
+
+A TensorFlow step with collective ops shares its step id with the same step
+of every other process, and a process that finishes its step cleans that id
+up on every server it used, aborting whatever another process still runs
+there. Parameter-server steps run on other nodes' servers, so a job that
+mixes parameter servers and all-reduce over several nodes (Parallax with
+sparse variables) relays its all-reduced gradients instead:
+
+    node k:   sum of its replicas' gradients --push--> [SUM accumulator on the chief]
+    chief:    take(all nodes) / R = mean --> queue of every other node, and its own replicas
+    node k:   mean <--dequeue-- its queue --> every replica applies it to its own copy
+
+The applied update is the same mean, so the numbers are those of collective
+all-reduce; the traffic goes through the chief. Compression needs collectives
+and is refused here.
+"""
+import tensorflow as tf
+
+from autodist.errors import TransformError
+from autodist.kernel.synchronization import compressor as comp
+from autodist.kernel.synchronization import wiring
+
+__all__ = ["relay_all_reduce", "needs_relay"]
+
+_ANY_STEP = 2 ** 62
+_CAPACITY = 2 ** 30
+
+
+def needs_relay(plan):
+    return plan.node.num_tasks > 1 and bool(plan.ps_vars) and bool(plan.ar_vars)
+
+
+def _queue(plan, name, task, dtypes):
+    with tf.device(plan.host_cpu(plan.node.chief_task)):
+        return tf.queue.FIFOQueue(_CAPACITY, dtypes, shared_name="{}/relay/{}/{}".format(plan.node.job_id, name, task),
+                                  name="queue_{}".format(task))
+
+
+def _exchange(plan, name, local_push, take, dtypes):
+    """The chief takes and forwards the mean; the others wait for it. Returns the mean's tensors."""
+    if plan.node.is_chief:
+        mean = take()
+        forwards = [_queue(plan, name, task, dtypes).enqueue(mean, name="forward_{}".format(task))
+                    for task in range(plan.node.num_tasks) if task != plan.node.task_index]
+        with tf.control_dependencies(forwards):  # the chief's step includes forwarding
+            return [tf.identity(t) for t in mean]
+    with tf.control_dependencies([local_push]):
+        received = _queue(plan, name, plan.node.task_index, dtypes).dequeue(name="receive")
+    return received if isinstance(received, (list, tuple)) else [received]
+
+
+def _dense(scratch, plan, group, index, reduced):
+    shapes = [plan.analysis.variables[v.op_name].shape for v in group]
+    sizes = [s.num_elements() for s in shapes]
+    dtype = plan.analysis.variables[group[0].op_name].dtype
+    name = "group_{}".format(index)
+    with tf.name_scope("AutoDist-Relay/{}/".format(name)):
+        flats = []
+        for replica in plan.local:
+            with tf.device(replica.device):
+                grads = [scratch.tensor(replica.prefix + plan.analysis.grad_tensors[v.op_name]["dense"]) for v in group]
+                flats.append(tf.concat([tf.reshape(g, [-1]) for g in grads], 0))
+        with tf.device(plan.local[0].device):
+            local = tf.add_n(flats) if len(flats) > 1 else tf.identity(flats[0])
+        with tf.device(plan.host_cpu(plan.node.chief_task)):
+            acc = tf.compat.v1.ConditionalAccumulator(dtype, shape=[sum(sizes)], reduction_type="SUM",
+                                                      shared_name="{}/relay/{}".format(plan.node.job_id, name))
+            push = acc.apply_grad(local, local_step=_ANY_STEP)
+        take = lambda: [tf.truediv(acc.take_grad(plan.node.num_tasks), tf.cast(plan.num_replicas, dtype))]  # noqa
+        with tf.control_dependencies([push]):
+            mean = _exchange(plan, name, push, take, [dtype])[0]
+        for replica in plan.local:
+            with tf.device(replica.device):
+                pieces = tf.split(mean, sizes) if len(group) > 1 else [mean]
+                for var, piece, shape in zip(group, pieces, shapes):
+                    reduced[(replica.prefix, var.op_name)] = {"dense": tf.reshape(piece, shape).name}
+
+
+def _sparse(scratch, plan, var, reduced):
+    facts = plan.analysis.variables[var.op_name]
+    parts = plan.analysis.grad_tensors[var.op_name]
+    name = var.op_name
+    with tf.name_scope("AutoDist-Relay/{}/".format(name)):
+        with tf.device(plan.local[0].device):
+            values = tf.concat([scratch.tensor(r.prefix + parts["values"]) for r in plan.local], 0)
+            indices = tf.concat([tf.cast(scratch.tensor(r.prefix + parts["indices"]), tf.int64) for r in plan.local], 0)
+        with tf.device(plan.host_cpu(plan.node.chief_task)):
+            acc = tf.compat.v1.SparseConditionalAccumulator(
+                facts.dtype, shape=facts.shape, reduction_type="SUM",
+                shared_name="{}/relay/{}".format(plan.node.job_id, name))
+            push = acc.apply_indexed_slices_grad(
+                tf.IndexedSlices(values, indices, tf.constant(facts.shape.as_list(), tf.int64)), local_step=_ANY_STEP)
+
+        def take():
+            taken = acc.take_indexed_slices_grad(plan.node.num_tasks)
+            return [tf.truediv(taken.values, tf.cast(plan.num_replicas, facts.dtype)), taken.indices]
+        with tf.control_dependencies([push]):
+            mean_values, mean_indices = _exchange(plan, name, push, take, [facts.dtype, tf.int64])
+        for replica in plan.local:
+            original = plan.analysis.graph.get_tensor_by_name(parts["indices"]).dtype
+            result = {"values": mean_values.name, "indices": tf.cast(mean_indices, original).name}
+            if "dense_shape" in parts:
+                result["dense_shape"] = scratch.tensor(replica.prefix + parts["dense_shape"]).name
+            reduced[(replica.prefix, var.op_name)] = result
+
+
+def relay_all_reduce(editor, plan, groups):
+    """Relay the all-reduced variables' gradients through the chief (see the module docstring)."""
+    for group in groups:
+        for var in group:
+            if var.compressor != comp.NONE:
+                raise TransformError(
+                    "asks for gradient compression, which needs collective all-reduce; TensorFlow cannot run "
+                    "collectives in the steps of a job that also uses parameter servers across nodes. Use one "
+                    "synchronizer kind, or no compressor", pass_name="sync_between_graph", variable=var.op_name)
+    scratch = editor.scratch()
+    reduced = {}
+    with scratch.graph.as_default():
+        for index, group in enumerate(groups):
+            if group[0].sparse:
+                for var in group:
+                    _sparse(scratch, plan, var, reduced)
+            else:
+                _dense(scratch, plan, group, index, reduced)
+    scratch.commit()
+    for (prefix, var_op), components in reduced.items():
+        wiring.reroute_gradient(editor, plan.analysis, var_op, prefix, components)
+    return [], []
