@@ -19,8 +19,8 @@ from autodist.checkpoint.graph_ops import build_reads, build_restore
 from autodist.checkpoint.layout import layout
 from autodist.errors import CheckpointError
 
-__all__ = ["is_distributed", "raw_run", "RawSession", "host_device", "session_cache", "read_state", "load_state",
-           "TRANSFER_SLOT"]
+__all__ = ["is_distributed", "raw_run", "run_restore", "RawSession", "host_device", "session_cache", "read_state",
+           "load_state", "TRANSFER_SLOT"]
 
 #: Restore-op slot of state transfers; Savers use 1, 2, ... in construction order.
 TRANSFER_SLOT = 0
@@ -111,8 +111,16 @@ def load_state(session, specs, values, slot=TRANSFER_SLOT):
                 with tf.device(host_device(plan)):
                     sources = {k: tf.compat.v1.placeholder(specs[k].dtype, specs[k].shape, name="value")
                                for k in keys}
-            op = build_restore(graph, plan, layout(session.transform_result, specs), sources, slot, "load")
-        built = cache[("load", slot)] = (keys, op, sources)
-    _, op, sources = built
+            ops = build_restore(graph, plan, layout(session.transform_result, specs), sources, slot, "load")
+        built = cache[("load", slot)] = (keys, ops, sources)
+    _, ops, sources = built
     feeds = {sources[k]: values[k] for k in keys} if sources is not None else None
-    raw_run(session, op, feeds)
+    run_restore(session, ops, feeds)
+
+
+def run_restore(session, ops, feeds=None):
+    """Run ``build_restore``'s ops in order (the feeds only reach the first)."""
+    servers, sync, local = ops
+    raw_run(session, servers, feeds)
+    raw_run(session, sync)
+    raw_run(session, local)

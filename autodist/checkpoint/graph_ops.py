@@ -4,19 +4,21 @@
              b            mirrored:    read(AutoDist-Replica-0/b)   (this node's first replica)
              E            partitioned: concat(read(E/part_0), read(E/part_1), axis)
 
-    restore  (the chief has the values; every node runs its own restore op)
+    restore  (the chief has the values; every node runs its three restore ops in order)
 
-      chief:   value --split--> assign(PS pieces), assign(chief replica's mirrored copies)
-                       --then--> broadcast_send(mirrored pieces)
-      others:  broadcast_recv --> assign(own replicas' mirrored copies)
-      every node, after the above: refresh local proxies of PS variables
+      servers  chief:   value --split--> assign(PS pieces), assign(chief replica's mirrored copies)
+      sync     chief:   broadcast_send(its replica's mirrored copies)
+               others:  broadcast_recv --> assign(own replicas' mirrored copies)
+      local    every node: refresh local proxies of PS variables
 
 The broadcast carries every mirrored piece (one collective per dtype, values
-flattened and concatenated, as the init op does) over the job's collective
-group; the send waits for the chief's parameter-server assignments, so when a
-node's restore op returns, every variable it can read holds the restored
-value. With no mirrored piece a scalar is broadcast as the barrier alone; a
-job with one replica needs no collective.
+flattened and concatenated, as initialization does) over the job's collective
+group; it starts after the chief's assignments, so when a node's last restore
+op returns, every variable it can read holds the restored value. With no
+mirrored piece a scalar is broadcast as the barrier alone; a job with one
+replica needs no collective. Three runs, as for initialization
+(``autodist.kernel.initialization``): a step with collectives must not touch
+other nodes' servers.
 """
 import collections
 
@@ -82,8 +84,8 @@ def _wire_dtype(dtype):
 
 
 def _chief_side(graph, plan, entries, sources):
-    """Assign PS pieces and the chief replica's copies; returns (assign ops, {piece name: value})."""
-    assigns, values = [], {}
+    """Assign PS pieces and the chief replica's copies; returns the assign ops."""
+    assigns = []
     for entry in entries:
         value = sources[entry.key]
         parts = [value] if len(entry.pieces) == 1 else tf.split(value, entry.sizes, axis=entry.axis)
@@ -91,9 +93,7 @@ def _chief_side(graph, plan, entries, sources):
             if piece.shape.is_fully_defined():
                 part = tf.reshape(part, piece.shape)
             assigns.append(_assign(graph, piece.root_copy(plan), part))
-            if not piece.shared:
-                values[piece.name] = part
-    return assigns, values
+    return assigns
 
 
 def _mirrored_groups(entries):
@@ -110,7 +110,7 @@ def _mirrored_groups(entries):
     return [groups[k] for k in sorted(groups)]
 
 
-def _broadcast_group(graph, plan, group, key, ready, values):
+def _broadcast_group(graph, plan, group, key):
     """One collective for a dtype group; the chief replica sends, every other replica receives and assigns."""
     dtype = group[0][1]
     sizes = [piece.shape.num_elements() for piece, _ in group]
@@ -118,8 +118,8 @@ def _broadcast_group(graph, plan, group, key, ready, values):
     for replica in plan.local:
         with tf.device(replica.device):
             if replica.global_index == plan.chief_replica.global_index:
-                with tf.control_dependencies(ready):
-                    flat = tf.concat([tf.reshape(values[piece.name], [-1]) for piece, _ in group], 0)
+                flat = tf.concat([tf.reshape(_read(graph, replica.prefix + piece.name, dtype), [-1])
+                                  for piece, _ in group], 0)
                 done.append(collective_ops.broadcast_send_v2(
                     tf.cast(flat, _wire_dtype(dtype)), plan.num_replicas, plan.group_key, key).op)
                 continue
@@ -131,13 +131,12 @@ def _broadcast_group(graph, plan, group, key, ready, values):
     return done
 
 
-def _barrier(plan, key, ready):
+def _barrier(plan, key):
     done = []
     for replica in plan.local:
         with tf.device(replica.device):
             if replica.global_index == plan.chief_replica.global_index:
-                with tf.control_dependencies(ready):
-                    token = tf.constant([1], tf.int32)
+                token = tf.constant([1], tf.int32)
                 done.append(collective_ops.broadcast_send_v2(token, plan.num_replicas, plan.group_key, key).op)
             else:
                 done.append(collective_ops.broadcast_recv_v2(tf.constant([1]), tf.int32, plan.num_replicas,
@@ -145,7 +144,7 @@ def _barrier(plan, key, ready):
     return done
 
 
-def _refresh_proxies(graph, plan, entries, after):
+def _refresh_proxies(graph, plan, entries):
     """Local proxies of restored parameter-server pieces take the restored value."""
     refreshed = []
     existing = {op.name for op in graph.get_operations() if op.type == "VarHandleOp"}
@@ -154,25 +153,29 @@ def _refresh_proxies(graph, plan, entries, after):
             proxy = PROXY_PATTERN.format(piece.name)
             if not piece.shared or proxy not in existing:
                 continue
-            with tf.control_dependencies(after):
-                value = _read(graph, piece.name, entry.spec.dtype)
-            refreshed.append(_assign(graph, proxy, value))
+            refreshed.append(_assign(graph, proxy, _read(graph, piece.name, entry.spec.dtype)))
     return refreshed
 
 
 def build_restore(graph, plan, entries, sources, slot, name):
-    """This node's restore op. ``sources`` ({key: value}) on the chief, None on the other nodes."""
+    """This node's three restore ops, to run in order (see the module docstring).
+
+    ``sources`` ({key: value}) on the chief, None on the other nodes. The
+    first op is named ``name``; the others ``name`` + "/sync" and "/local".
+    """
     chief = plan.node.is_chief
     if chief and sources is None:
         raise CheckpointError("the chief's restore op needs the values to restore")
-    ready, values = _chief_side(graph, plan, entries, sources) if chief else ([], {})
-    done = list(ready)
+    ready = _chief_side(graph, plan, entries, sources) if chief else []
+    servers = tf.group(*ready, name=name)
+    synced = []
     if plan.num_replicas > 1:
         groups = _mirrored_groups(entries)
         if groups:
             for index, group in enumerate(groups):
-                done += _broadcast_group(graph, plan, group, restore_instance_key(plan, slot, index), ready, values)
+                synced += _broadcast_group(graph, plan, group, restore_instance_key(plan, slot, index))
         else:
-            done += _barrier(plan, restore_instance_key(plan, slot, 0), ready)
-    done += _refresh_proxies(graph, plan, entries, done)
-    return tf.group(*done, name=name)
+            synced += _barrier(plan, restore_instance_key(plan, slot, 0))
+    sync = tf.group(*synced, name=name + "/sync")
+    local = tf.group(*_refresh_proxies(graph, plan, entries), name=name + "/local")
+    return servers, sync, local

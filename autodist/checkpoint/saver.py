@@ -143,7 +143,7 @@ class Saver:
                                                  [e.spec.dtype for e in entries])
                 sources = dict(zip(keys, restored))
             restore = build_restore(graph, plan, entries, sources, self._slot, "restore")
-        if restore.name != self._scope + "restore" or filename.name != self._scope + "filename:0":
+        if restore[0].name != self._scope + "restore" or filename.name != self._scope + "filename:0":
             raise CheckpointError("the distributed graph already has ops under '{}'".format(self._scope))
         ops = cache[("saver", self._slot)] = (filename, restore, specs)
         return ops
@@ -188,7 +188,7 @@ class Saver:
         filename, restore, specs = self._bind(sess)
         if plan.node.is_chief:
             _check_checkpoint(save_path, specs)
-        binding.raw_run(sess, restore, {filename: save_path} if plan.node.is_chief else None)
+        binding.run_restore(sess, restore, {filename: save_path} if plan.node.is_chief else None)
         return None
 
     @property

@@ -32,18 +32,12 @@ def dense_reference():
     return problem, single_device(problem, range(2 * STEPS))
 
 
-# The kernel's init op fills a proxy before the parameter-server variable it copies is
-# initialized (initialization.py), so sessions with local proxies do not start yet.
-_PROXY_INIT = pytest.mark.xfail(raises=tf.errors.FailedPreconditionError, strict=True,
-                                reason="kernel: proxy filled before its PS variable is initialized")
-
-
 @pytest.mark.parametrize("first, second", [
     (PS(), AllReduce()),
     (AllReduce(), PS()),
     (PSLoadBalancing(), Parallax()),
-    pytest.param(PS(local_proxy_variable=True), AllReduce(), marks=_PROXY_INIT),
-    pytest.param(AllReduce(), PS(local_proxy_variable=True), marks=_PROXY_INIT),
+    (PS(local_proxy_variable=True), AllReduce()),
+    (AllReduce(), PS(local_proxy_variable=True)),
 ], ids=["PS-to-AllReduce", "AllReduce-to-PS", "PSLoadBalancing-to-Parallax", "PSproxy-to-AllReduce",
         "AllReduce-to-PSproxy"])
 def test_resume_under_another_strategy_matches_uninterrupted_training(spec, tmp_path, dense_reference, first,
