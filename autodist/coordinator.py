@@ -14,7 +14,8 @@
              log lines) by ``failure()``. The distributed session raises it from
              ``run``; if nothing has asked for it ``interrupt_after`` seconds
              later (the chief is busy elsewhere: evaluating, sleeping, stuck),
-             the main thread gets it raised through a SIGINT, wherever it is
+             the main thread gets it raised through a SIGINT, wherever it is.
+             SIGTERM to the chief stops the job and exits with 143
     finish   wait for the other scripts to end, stop the servers, remove the
              working directories; ``abort`` does the same without waiting
 
@@ -101,6 +102,7 @@ class Coordinator:
         self._finishing = False     # finish() or abort() is running: never interrupt it
         self._interrupt_after = interrupt_after
         self._sigint = None         # (our handler, the previous one) while installed
+        self._sigterm = None
         self._pending = None        # the failure our SIGINT handler is to raise
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -270,8 +272,12 @@ class Coordinator:
 
     # -- interrupting a chief that is not looking ----------------------------------------
     def _install_interrupt(self):
-        """Wrap the SIGINT handler so that the watch thread can raise a failure in the main thread."""
-        if threading.current_thread() is not threading.main_thread() or self._interrupt_after is None:
+        """Wrap the SIGINT handler so that the watch thread can raise a failure in the main thread,
+        and stop the job on SIGTERM (what schedulers send to cancel: Slurm, Kubernetes, timeout)."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        self._install_terminate()
+        if self._interrupt_after is None:
             return
         previous = signal.getsignal(signal.SIGINT)
 
@@ -287,13 +293,27 @@ class Coordinator:
         signal.signal(signal.SIGINT, on_sigint)
         self._sigint = (on_sigint, previous)
 
+    def _install_terminate(self):
+        previous = signal.getsignal(signal.SIGTERM)
+
+        def on_sigterm(signum, frame):
+            write_line(ANNOUNCE, self._sink, "job {}: terminated (SIGTERM); stopping every process of the "
+                                             "job".format(self.job_id))
+            self.abort()
+            if callable(previous):
+                return previous(signum, frame)
+            raise SystemExit(128 + signum)
+        signal.signal(signal.SIGTERM, on_sigterm)
+        self._sigterm = (on_sigterm, previous)
+
     def _restore_interrupt(self):
-        if self._sigint is None or threading.current_thread() is not threading.main_thread():
+        if threading.current_thread() is not threading.main_thread():
             return
-        ours, previous = self._sigint
-        self._sigint = None
-        if signal.getsignal(signal.SIGINT) is ours:
-            signal.signal(signal.SIGINT, previous)
+        for name, signum in (("_sigint", signal.SIGINT), ("_sigterm", signal.SIGTERM)):
+            installed = getattr(self, name)
+            setattr(self, name, None)
+            if installed is not None and signal.getsignal(signum) is installed[0]:
+                signal.signal(signum, installed[1])
 
     def _interrupt_unless_seen(self, error):
         deadline = time.monotonic() + (self._interrupt_after or 0.0)
@@ -317,7 +337,9 @@ class Coordinator:
         with self._lock:
             self._finishing = True
         deadline = time.monotonic() + timeout
-        for handle in list(self._workers.values()):
+        # After an abort (SIGTERM, an error) the scripts were stopped by us: nothing to wait for.
+        workers = [] if self._stop.is_set() else list(self._workers.values())
+        for handle in workers:
             remaining = max(0.0, deadline - time.monotonic())
             if handle.wait(remaining) is None and self.failure() is None:
                 self._fail(handle.failure("failed: its training script was still running {:.0f} s after the "

@@ -1,4 +1,4 @@
-"""A job whose worker, server or connection dies, or whose chief gets Ctrl-C, stops completely.
+"""A job whose worker, server or connection dies, or whose chief gets Ctrl-C or SIGTERM, stops completely.
 
 The chief must notice within 10 s, also while it is blocked in ``sess.run``
 (the other nodes pause between steps, the chief does not) or busy outside
@@ -112,11 +112,15 @@ def _ppid(pid):
         return None
 
 
-def test_ctrl_c_on_the_chief_stops_every_node(chiefs):
+@pytest.mark.parametrize("sig, code, said", [
+    (signal.SIGINT, None, "KeyboardInterrupt"),
+    (signal.SIGTERM, 143, "terminated (SIGTERM); stopping every process of the job"),
+], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_on_the_chief_stops_every_node(chiefs, sig, code, said):
     chief = _start_training(chiefs, LOOPBACK)
-    chief.signal(signal.SIGINT)
-    code = chief.wait(30)
-    assert code != 0
-    assert "KeyboardInterrupt" in chief.output()
+    chief.signal(sig)
+    exit_code = chief.wait(30)
+    assert exit_code != 0 and (code is None or exit_code == code), (exit_code, chief.output()[-3000:])
+    assert said in chief.output()
     assert wait_until(lambda: job_processes(chief.job_id) == [], 5), job_processes(chief.job_id)
     assert not os.path.exists(job_dir(chief.job_id))
