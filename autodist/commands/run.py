@@ -67,7 +67,8 @@ def _run(args):
         except BaseException:
             ad.finish_job(abort=True)   # raises the job's failure, if there was one, chained to this
             raise
-        ad.finish_job()
+        # A script that exits with an error may leave the other nodes waiting for its steps.
+        ad.finish_job(abort=status != 0)
     except RemoteWorkerError as e:
         print("autodist: error: {}".format(e), file=sys.stderr)
         return EXIT_REMOTE_FAILURE
