@@ -71,6 +71,7 @@ class GraphAnalysis:
     slots: Dict[str, Tuple[str, ...]]
     input_pipeline: FrozenSet[str] = frozenset()  # iterators, their datasets and initializers
     state_ops: Dict[str, FrozenSet[str]] = dataclasses.field(default_factory=dict)
+    deterministic: FrozenSet[str] = frozenset()   # variables every process initializes identically
 
 
 def resource_source(tensor):
@@ -178,11 +179,42 @@ def analyze(item):
     apply_ops = frozenset(op.name for op in _ancestors(roots) - compute if op.name not in creation)
     result = _link(item, variables, creation, apply_ops, train_ops, grads, grad_info)
     result.input_pipeline = _input_pipeline(graph) - creation
-    result.state_ops = {v: _state_ops(graph, result, v) for v in grads}
+    touching = _resource_users(graph, apply_ops)
+    result.state_ops = {v: _state_ops(result, v, touching) for v in grads}
+    result.deterministic = frozenset(v for v in variables if _deterministic(graph, variables[v]))
     return result
 
 
-def _state_ops(graph, analysis, var_op):
+_RANDOM_MARKS = ("Random", "Multinomial", "TruncatedNormal", "Shuffle", "ParameterizedTruncatedNormal")
+
+
+def _deterministic(graph, facts):
+    """Whether every process computes the same initial value for the variable.
+
+    Not when its initializer draws random numbers (each process builds its own
+    graph, with its own seeds) or reads another variable.
+    """
+    for name in facts.creation_ops:  # the initializer's ancestors, among others
+        op = graph.get_operation_by_name(name)
+        if any(mark in op.type for mark in _RANDOM_MARKS):
+            return False
+        if op.type in ("VarHandleOp", "VariableV2") and op.name != facts.op_name:
+            return False
+    return True
+
+
+def _resource_users(graph, apply_ops):
+    """variable op name -> apply ops that take its handle."""
+    users = {}
+    for name in apply_ops:
+        op = graph.get_operation_by_name(name)
+        for t in op.inputs:
+            if t.dtype == tf.resource:
+                users.setdefault(resource_source(t).name, set()).add(op)
+    return users
+
+
+def _state_ops(analysis, var_op, users):
     """Apply ops that read or write ``var_op`` or its slots, and everything computed from them.
 
     A replica that does not apply the variable's update runs none of these.
@@ -192,9 +224,7 @@ def _state_ops(graph, analysis, var_op):
     """
     owned = {var_op} | set(analysis.slots[var_op])
     apply_ops = analysis.apply_ops
-    touching = [graph.get_operation_by_name(n) for n in sorted(apply_ops)]
-    touching = [op for op in touching
-                if any(t.dtype == tf.resource and resource_source(t).name in owned for t in op.inputs)]
+    touching = set().union(*(users.get(v, set()) for v in owned))
     members, stack = set(), list(touching)
     while stack:
         op = stack.pop()

@@ -33,12 +33,14 @@ def signature_resolver(graph):
 
 
 def editor_for(item, plan, pass_name):
-    return GraphDefEditor(item.graph_def, signature_resolver(plan.analysis_graph), pass_name)
+    return GraphDefEditor(item.graph_def, signature_resolver(plan.analysis_graph), pass_name,
+                          positions=getattr(item, "_positions", None))
 
 
 def hand_over(editor, item):
     """A new GraphDef-backed item for the editor's graph with ``item``'s records."""
     result = GraphItem(graph_def=editor.graph_def)
+    result._positions = editor.positions  # spares the next pass re-indexing the GraphDef
     result.info = item.info.copy()
     result.copy_gradient_info_from(item)
     return result

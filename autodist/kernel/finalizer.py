@@ -29,7 +29,7 @@ class Finalizer:
         editor = editor_for(item, self.plan, self.name)
         build_init_ops(editor, self.plan, item)
         container = job_container(self.plan.node.job_id).encode()
-        names = editor.nodes
+        names = editor.positions
         for node in editor.graph_def.node:
             if "container" in node.attr and not node.attr["container"].s and node.op != "Placeholder":
                 node.attr["container"].s = container

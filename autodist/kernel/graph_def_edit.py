@@ -21,7 +21,7 @@ from tensorflow.core.framework import attr_value_pb2, graph_pb2
 
 from autodist.errors import TransformError
 
-__all__ = ["GraphDefEditor", "Scratch", "tensor_name", "op_of"]
+__all__ = ["GraphDefEditor", "Scratch", "tensor_name", "op_of", "index_of"]
 
 _REPLICA = "AutoDist-Replica-"
 _PLACEHOLDER = "AutoDist-Splice-in-"
@@ -38,26 +38,38 @@ def tensor_name(name):
     return name if ":" in name else name + ":0"
 
 
-class GraphDefEditor:
-    """An owned copy of a GraphDef with a name index; every edit is in place on the copy."""
+def index_of(graph_def):
+    """{node name: position} of a GraphDef."""
+    return {node.name: i for i, node in enumerate(graph_def.node)}
 
-    def __init__(self, graph_def, resolve, pass_name):
+
+class GraphDefEditor:
+    """An owned copy of a GraphDef with a name index; every edit is in place on the copy.
+
+    ``positions`` (name -> index in ``graph_def.node``) may be passed in when
+    the caller already has it for this GraphDef: indexing a large GraphDef
+    from Python costs more than copying it.
+    """
+
+    def __init__(self, graph_def, resolve, pass_name, positions=None):
         self.graph_def = graph_pb2.GraphDef()
         self.graph_def.CopyFrom(graph_def)
-        self.nodes = {node.name: node for node in self.graph_def.node}
+        if positions is None or len(positions) != len(self.graph_def.node):
+            positions = index_of(self.graph_def)
+        self.positions = dict(positions)
         self._resolve = resolve
         self._known = {}
         self.pass_name = pass_name
 
     def node(self, name):
         try:
-            return self.nodes[name]
+            return self.graph_def.node[self.positions[name]]
         except KeyError:
             raise TransformError("the graph has no op '{}'".format(name), pass_name=self.pass_name,
                                  op=name) from None
 
     def has(self, name):
-        return name in self.nodes
+        return name in self.positions
 
     def signature(self, name):
         """(tf.DType, tf.TensorShape) of a tensor of the graph."""
@@ -107,13 +119,48 @@ class GraphDefEditor:
 
     def append(self, nodes, signatures):
         for node in nodes:
-            if node.name in self.nodes:
+            if node.name in self.positions:
                 raise TransformError("a spliced op collides with an existing op", pass_name=self.pass_name,
                                      op=node.name)
-            added = self.graph_def.node.add()
-            added.CopyFrom(node)
-            self.nodes[added.name] = added
+            self.graph_def.node.add().CopyFrom(node)
+            self.positions[node.name] = len(self.graph_def.node) - 1
         self._known.update(signatures)
+
+    def clone_for_replicas(self, names, template, replicas):
+        """Copy the ops ``names``, built for replica ``template``, once for each of ``replicas``.
+
+        Names, inputs, colocation and shared resource names that carry the
+        template's prefix (``AutoDist-Replica-<i>/``) get the other replica's;
+        the template's device becomes the replica's. Symmetric per-replica
+        subgraphs are built once with TensorFlow and copied here, which costs
+        a fraction of building each replica's ops again.
+        """
+        old = template.prefix
+        sources = [self.node(n) for n in names]
+        for replica in replicas:
+            new = replica.prefix
+            for src in sources:
+                node = self.graph_def.node.add()
+                node.CopyFrom(src)
+                node.name = src.name.replace(old, new)
+                node.input[:] = [i.replace(old, new) for i in src.input]
+                if src.device == template.device:
+                    node.device = replica.device
+                elif src.device == template.host_cpu:
+                    node.device = replica.host_cpu
+                if "_class" in src.attr:
+                    node.attr["_class"].list.s[:] = [v.replace(old.encode(), new.encode())
+                                                     for v in src.attr["_class"].list.s]
+                if "shared_name" in src.attr and src.attr["shared_name"].s:
+                    node.attr["shared_name"].s = src.attr["shared_name"].s.replace(old.encode(), new.encode())
+                if node.name in self.positions:
+                    raise TransformError("a cloned op collides with an existing op", pass_name=self.pass_name,
+                                         op=node.name)
+                self.positions[node.name] = len(self.graph_def.node) - 1
+        for name, signature in list(self._known.items()):
+            if old in name:
+                for replica in replicas:
+                    self._known[name.replace(old, replica.prefix)] = signature
 
 
 class Scratch:
@@ -126,7 +173,7 @@ class Scratch:
         self._controls = {}
         # Passes build under "AutoDist-<Pass>/" scopes; names an earlier pass took
         # there are reserved so that new ops get fresh ones.
-        for name in editor.nodes:
+        for name in editor.positions:
             if name.startswith("AutoDist-") and not name.startswith(_REPLICA):
                 self.graph.unique_name(name, mark_as_used=True)
 

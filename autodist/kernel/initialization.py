@@ -10,8 +10,12 @@ Initialization is three session runs, in this order (``INIT_OPS``):
              state), lookup tables, staleness tokens
 
 The root is the chief's first replica, so mirrored copies start identical,
-whatever their initializers. The broadcast is also the job's start barrier:
-it cannot finish before the chief has initialized the servers' variables.
+whatever their initializers. Variables whose initial value every process
+computes identically (zeros, constants: most optimizer slots) need no
+broadcast; every replica runs its own initializer in the sync step. The
+broadcast is also the job's start barrier: it cannot finish before the chief
+has initialized the servers' variables (a job with nothing to broadcast
+broadcasts one scalar).
 
 Why three runs: TensorFlow gives every process the same step id for a step
 with collectives, and one process' end-of-step cleanup on a server aborts
@@ -39,8 +43,9 @@ INIT_KEY_OFFSET = 90000
 
 
 def _mirrored(plan):
+    """Mirrored variables to broadcast, by dtype (those not initialized identically everywhere)."""
     by_dtype = collections.defaultdict(list)
-    for name in sorted(plan.mirrored_vars):
+    for name in sorted(set(plan.mirrored_vars) - plan.analysis.deterministic):
         facts = plan.analysis.variables[name]
         if not facts.shape.is_fully_defined():
             raise TransformError("has no fully defined shape; mirrored variables need one to be broadcast",
@@ -60,12 +65,12 @@ def _is_root(plan, replica):
     return replica.global_index == plan.chief_replica.global_index
 
 
-def _broadcast(scratch, plan, group, key):
+def _broadcast(scratch, plan, group, key, replicas):
     """One collective for every mirrored variable of one dtype; returns the ops that finish it."""
     dtype = group[0].dtype
     sizes = [f.shape.num_elements() for f in group]
     done = []
-    for replica in plan.local:
+    for replica in replicas:
         with tf.device(replica.device), tf.name_scope("AutoDist-Init/{}{}/".format(replica.prefix, dtype.name)):
             if _is_root(plan, replica):
                 reads = [tf.reshape(gen_resource_variable_ops.read_variable_op(
@@ -85,9 +90,9 @@ def _broadcast(scratch, plan, group, key):
     return done
 
 
-def _barrier(plan, key):
+def _barrier(plan, key, replicas):
     done = []
-    for replica in plan.local:
+    for replica in replicas:
         with tf.device(replica.device), tf.name_scope("AutoDist-Init/{}barrier/".format(replica.prefix)):
             if _is_root(plan, replica):
                 done.append(collective_ops.broadcast_send_v2(tf.constant([1], tf.int32), plan.num_replicas,
@@ -99,30 +104,47 @@ def _barrier(plan, key):
 
 
 def build_init_ops(editor, plan, item):
-    """Add this node's three init ops (``INIT_OPS``) to the editor's graph."""
+    """Add this node's three init ops (``INIT_OPS``) to the editor's graph.
+
+    Existing initializers join the init ops as control inputs added to the
+    GraphDef after the splice (cheaper than a stand-in op per initializer).
+    """
+    servers, own = [], []
+    if plan.node.is_chief:
+        root = plan.chief_replica
+        servers = sorted({plan.analysis.variables[v].initializer for v in plan.ps_state})
+        servers += [root.prefix + plan.analysis.variables[v].initializer for v in sorted(plan.mirrored_vars)]
+    deterministic = sorted(set(plan.mirrored_vars) & plan.analysis.deterministic)
+    own = [r.prefix + plan.analysis.variables[v].initializer for r in plan.local for v in deterministic
+           if not (plan.node.is_chief and _is_root(plan, r))]
+    local = _added_initializers(plan, item) + [r.prefix + t for r in plan.local for t in _original_tables(item, plan)]
+    # The root sends; the receiving replicas are alike: build one, clone the others.
+    roots = [r for r in plan.local if _is_root(plan, r)]
+    receivers = [r for r in plan.local if not _is_root(plan, r)]
+    built_for = roots + receivers[:1]
     scratch = editor.scratch()
     with scratch.graph.as_default():
-        inits = []
-        if plan.node.is_chief:
-            root = plan.chief_replica
-            names = sorted({plan.analysis.variables[v].initializer for v in plan.ps_state})
-            names += [root.prefix + plan.analysis.variables[v].initializer for v in sorted(plan.mirrored_vars)]
-            inits = [scratch.control(name) for name in names]
-        tf.group(*inits, name=INIT_SERVERS)
+        tf.no_op(name=INIT_SERVERS)
         groups = _mirrored(plan)
         key = plan.key_base + INIT_KEY_OFFSET
         if groups:
-            synced = [op for i, group in enumerate(groups) for op in _broadcast(scratch, plan, group, key + i)]
+            synced = [op for i, group in enumerate(groups)
+                      for op in _broadcast(scratch, plan, group, key + i, built_for)]
         else:
-            synced = _barrier(plan, key)
+            synced = _barrier(plan, key, built_for)
         tf.group(*synced, name=INIT_SYNC)
-        local = [scratch.control(name) for name in _added_initializers(plan, item)]
-        local += [scratch.control(r.prefix + t) for r in plan.local for t in _original_tables(item, plan)]
+        synced = [op.name for op in synced]
         fill = staleness.prefill(scratch, plan)
-        if fill is not None:
-            local.append(fill)
-        tf.group(*local, name=INIT_LOCAL)
-    scratch.commit()
+        tf.group(*([fill] if fill is not None else []), name=INIT_LOCAL)
+    built = scratch.commit()
+    if len(receivers) > 1:
+        template = receivers[0]
+        editor.clone_for_replicas([n for n in built if template.prefix in n], template, receivers[1:])
+        own += [name.replace(template.prefix, r.prefix) for r in receivers[1:] for name in synced
+                if template.prefix in name]
+    editor.add_control_inputs(INIT_SERVERS, servers)
+    editor.add_control_inputs(INIT_SYNC, own)
+    editor.add_control_inputs(INIT_LOCAL, local)
 
 
 def _added_initializers(plan, item):

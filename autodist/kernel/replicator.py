@@ -21,6 +21,7 @@ from tensorflow.core.framework import graph_pb2
 from autodist.graph_info import Info
 from autodist.graph_item import GraphItem, GradRecord
 from autodist.kernel.device import replica_device
+from autodist.kernel.graph_def_edit import index_of
 
 __all__ = ["Replicator", "replicated_name"]
 
@@ -61,6 +62,7 @@ class Replicator:
             for replica in plan.local:
                 self._copy_node(out.node.add(), node, replica, shared, resource_device)
         result = GraphItem(graph_def=out)
+        result._positions = index_of(out)
         result.info = _replicated_info(item.info, plan)
         result.add_grad_records(_replicated_records(item, plan.local[0].prefix, shared))
         result.extend_train_ops(r.prefix + name for r in plan.local for name in item.train_op_names)

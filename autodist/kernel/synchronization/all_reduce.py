@@ -26,14 +26,25 @@ from autodist.kernel.synchronization import relay, wiring
 __all__ = ["synchronize_all_reduce"]
 
 
+def _kind(plan, var):
+    """How a variable is reduced: "sparse" (all-gather), "powersgd" (matrices only) or "dense"."""
+    if var.sparse:
+        return "sparse"
+    if var.compressor == comp.POWERSGD and plan.analysis.variables[var.op_name].shape.rank > 1:
+        return "powersgd"
+    return "dense"
+
+
 def _groups(plan):
+    """Variables fused together: same strategy group, kind, compressor and dtype, in a fixed order."""
     groups = collections.defaultdict(list)
     for var in sorted(plan.ar_vars, key=lambda v: v.op_name):
+        kind = _kind(plan, var)
+        # PowerSGD leaves vectors uncompressed; they join the plain dense groups.
+        compressor = var.compressor if kind == "dense" and var.compressor != comp.POWERSGD else comp.NONE
         dtype = plan.analysis.variables[var.op_name].dtype
-        powersgd = var.compressor == comp.POWERSGD and plan.analysis.variables[var.op_name].shape.rank > 1
-        kind = "sparse" if var.sparse else ("powersgd" if powersgd else "dense")
-        groups[(var.group, kind, var.compressor if kind == "dense" else 0, dtype.name)].append(var)
-    return [groups[k] for k in sorted(groups, key=lambda k: (k[0], k[1], k[2], k[3]))]
+        groups[(var.group, kind, compressor, dtype.name)].append(var)
+    return [(key[1], key[2], groups[key]) for key in sorted(groups)]
 
 
 def synchronize_all_reduce(editor, plan):
@@ -41,21 +52,28 @@ def synchronize_all_reduce(editor, plan):
     if not plan.ar_vars:
         return [], []
     if relay.needs_relay(plan):
-        return relay.relay_all_reduce(editor, plan, _groups(plan))
+        return relay.relay_all_reduce(editor, plan, [group for _, _, group in _groups(plan)])
     collectives = comp.Collectives(plan)
     scratch = editor.scratch()
+    template, others = plan.local[0], plan.local[1:]
     reduced, steps, new_vars = {}, [], []
     with scratch.graph.as_default():
-        for index, group in enumerate(_groups(plan)):
-            kind = "sparse" if group[0].sparse else (
-                "powersgd" if group[0].compressor == comp.POWERSGD and
-                plan.analysis.variables[group[0].op_name].shape.rank > 1 else "dense")
+        for index, (kind, compressor, group) in enumerate(_groups(plan)):
             build = {"sparse": _sparse, "powersgd": _powersgd, "dense": _dense}[kind]
-            s, v = build(scratch, collectives, plan, group, index, reduced)
+            s, v = build(scratch, collectives, plan, group, index, reduced, template, compressor)
             steps.extend(s)
             new_vars.extend(v)
         step_names = [op.name for op in steps]
-    scratch.commit()
+    built = scratch.commit()
+    # Every replica's part is the template's with its own prefix and device.
+    editor.clone_for_replicas(built, template, others)
+    for replica in others:
+        rename = lambda name: name.replace(template.prefix, replica.prefix)  # noqa: E731
+        for (prefix, var_op), components in list(reduced.items()):
+            if prefix == template.prefix:
+                reduced[(replica.prefix, var_op)] = {c: rename(t) for c, t in components.items()}
+        step_names += [rename(name) for name in step_names if template.prefix in name]
+        new_vars += [(rename(h), rename(i), d) for h, i, d in new_vars if template.prefix in h]
     for (prefix, var_op), components in reduced.items():
         wiring.reroute_gradient(editor, plan.analysis, var_op, prefix, components)
     return step_names, new_vars
@@ -65,63 +83,56 @@ def _grad(scratch, plan, replica, var_op, component="dense"):
     return scratch.tensor(replica.prefix + plan.analysis.grad_tensors[var_op][component])
 
 
-def _dense(scratch, collectives, plan, group, index, reduced):
+def _dense(scratch, collectives, plan, group, index, reduced, replica, compressor):
+    """One fused collective for the group, built for ``replica`` (the others are cloned)."""
     key = collectives.key()
-    spec = group[0].spec
     shapes = [plan.analysis.variables[v.op_name].shape for v in group]
     sizes = [s.num_elements() for s in shapes]
-    steps, new_vars = [], []
-    for replica in plan.local:
-        scope = "AutoDist-AllReduce/group_{}/{}".format(index, replica.prefix)
-        with tf.device(replica.device), tf.name_scope(scope):
-            grads = [_grad(scratch, plan, replica, v.op_name) for v in group]
-            flat = tf.concat([tf.reshape(g, [-1]) for g in grads], 0, name="flat") if len(grads) > 1 \
-                else tf.reshape(grads[0], [-1], name="flat")
-            mean, s, v = comp.reduce_flat(collectives, flat, group[0].compressor, key,
-                                          collectives.hint(replica, spec), "state")
-            steps.extend(s)
-            new_vars.extend(v)
-            pieces = tf.split(mean, sizes, name="pieces") if len(group) > 1 else [mean]
-            for var, piece, shape in zip(group, pieces, shapes):
-                value = tf.reshape(piece, shape, name=var.op_name.replace("/", "_"))
-                reduced[(replica.prefix, var.op_name)] = {"dense": value.name}
+    scope = "AutoDist-AllReduce/group_{}/{}".format(index, replica.prefix)
+    with tf.device(replica.device), tf.name_scope(scope):
+        grads = [_grad(scratch, plan, replica, v.op_name) for v in group]
+        flat = tf.concat([tf.reshape(g, [-1]) for g in grads], 0, name="flat") if len(grads) > 1 \
+            else tf.reshape(grads[0], [-1], name="flat")
+        mean, steps, new_vars = comp.reduce_flat(collectives, flat, compressor, key,
+                                                 collectives.hint(replica, group[0].spec), "state")
+        pieces = tf.split(mean, sizes, name="pieces") if len(group) > 1 else [mean]
+        for var, piece, shape in zip(group, pieces, shapes):
+            value = tf.reshape(piece, shape, name=var.op_name.replace("/", "_"))
+            reduced[(replica.prefix, var.op_name)] = {"dense": value.name}
     return steps, new_vars
 
 
-def _powersgd(scratch, collectives, plan, group, index, reduced):
+def _powersgd(scratch, collectives, plan, group, index, reduced, replica, compressor):
     steps, new_vars = [], []
     for var in group:
         keys = (collectives.key(), collectives.key())
-        for replica in plan.local:
-            scope = "AutoDist-AllReduce/powersgd/{}/{}".format(var.op_name, replica.prefix)
-            with tf.device(replica.device), tf.name_scope(scope):
-                grad = _grad(scratch, plan, replica, var.op_name)
-                value, s, v = comp.powersgd(collectives, grad, var.powersgd_rank, keys,
-                                            collectives.hint(replica, var.spec), "state")
-                reduced[(replica.prefix, var.op_name)] = {"dense": tf.identity(value, name="mean").name}
-                steps.extend(s)
-                new_vars.extend(v)
+        scope = "AutoDist-AllReduce/powersgd/{}/{}".format(var.op_name, replica.prefix)
+        with tf.device(replica.device), tf.name_scope(scope):
+            grad = _grad(scratch, plan, replica, var.op_name)
+            value, s, v = comp.powersgd(collectives, grad, var.powersgd_rank, keys,
+                                        collectives.hint(replica, var.spec), "state")
+            reduced[(replica.prefix, var.op_name)] = {"dense": tf.identity(value, name="mean").name}
+            steps.extend(s)
+            new_vars.extend(v)
     return steps, new_vars
 
 
 _SIZE_LEVELS = 32  # row counts up to 2**31
 
 
-def _sparse(scratch, collectives, plan, group, index, reduced):
+def _sparse(scratch, collectives, plan, group, index, reduced, replica, compressor):
     for var in group:
         keys = (collectives.key(), collectives.key(), collectives.reserve(2 * _SIZE_LEVELS))
         parts = plan.analysis.grad_tensors[var.op_name]
-        for replica in plan.local:
-            scope = "AutoDist-AllReduce/sparse/{}/{}".format(var.op_name, replica.prefix)
-            hint = collectives.hint(replica, var.spec)
-            with tf.device(replica.device), tf.name_scope(scope):
-                values = _grad(scratch, plan, replica, var.op_name, "values")
-                indices = _grad(scratch, plan, replica, var.op_name, "indices")
-                result = _gather_rows(collectives, values, indices, keys, hint)
-                if "dense_shape" in parts:
-                    result["dense_shape"] = tf.identity(_grad(scratch, plan, replica, var.op_name, "dense_shape"),
-                                                        name="dense_shape").name
-                reduced[(replica.prefix, var.op_name)] = result
+        scope = "AutoDist-AllReduce/sparse/{}/{}".format(var.op_name, replica.prefix)
+        with tf.device(replica.device), tf.name_scope(scope):
+            values = _grad(scratch, plan, replica, var.op_name, "values")
+            indices = _grad(scratch, plan, replica, var.op_name, "indices")
+            result = _gather_rows(collectives, values, indices, keys, collectives.hint(replica, var.spec))
+            if "dense_shape" in parts:
+                result["dense_shape"] = tf.identity(_grad(scratch, plan, replica, var.op_name, "dense_shape"),
+                                                    name="dense_shape").name
+            reduced[(replica.prefix, var.op_name)] = result
     return [], []
 
 

@@ -84,9 +84,9 @@ def _read(handle, dtype):
 
 def reduce_flat(collectives, flat, compressor, key, hint, state_name):
     """All-reduce one flat float vector; returns (mean, step ops, new variables)."""
-    count = tf.cast(collectives.plan.num_replicas, flat.dtype)
     if compressor == NONE or not flat.dtype.is_floating:
         return collectives.all_reduce(flat, key, hint), [], []
+    count = tf.cast(collectives.plan.num_replicas, flat.dtype)
     if compressor == HOROVOD:
         total = collectives.all_reduce(tf.cast(flat, tf.float16), key, hint, final="Id")
         return tf.cast(total, flat.dtype) / count, [], []
