@@ -155,7 +155,6 @@ class AutoDist:
         if not item.grad_records:
             raise SessionError("no gradients were captured: create the optimizer and call its "
                                "apply_gradients (or minimize) inside `with ad.scope():`")
-        from autodist import runtime
         if self._job is None:
             self._session = self._start_job(item)
         else:

@@ -78,8 +78,8 @@ def control_flow_graph(tf):
         def double(a):
             return 2.0 * a
 
-        out = tf.identity(double(acc), name="out")
-        lstm_out = tf.identity(keras.layers.LSTM(3, seed=1)(seq), name="lstm_out")
+        tf.identity(double(acc), name="out")
+        tf.identity(keras.layers.LSTM(3, seed=1)(seq), name="lstm_out")
         init = tf1.global_variables_initializer()
     feeds = {"seq:0": np.linspace(-1, 1, 12, dtype=np.float32).reshape(2, 3, 2)}
     return graph, {"out": "out:0", "lstm_out": "lstm_out:0", "init": init.name, "feeds": feeds}
