@@ -24,7 +24,8 @@ import threading
 
 import tensorflow as tf
 
-from autodist.graph_item import get_default_graph_item, is_variable_write
+from autodist.graph_item import get_default_graph_item
+from autodist.variable_writes import is_variable_write
 
 __all__ = ["capture_optimizers", "wrap_init", "wrap_apply", "order_variable_accesses"]
 

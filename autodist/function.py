@@ -47,7 +47,7 @@ import numpy as np
 import tensorflow as tf
 
 from autodist.errors import FunctionError, GraphChangedError
-from autodist.graph_item import is_variable_write
+from autodist.variable_writes import is_variable_write
 
 __all__ = ["DistributedFunction"]
 

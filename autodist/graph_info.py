@@ -1,4 +1,4 @@
-"""Info: the variables, table initializers and savers a GraphItem tracks.
+"""What a GraphItem tracks by name: Info (variables, tables, savers) and GradRecords.
 
 Info replaces the graph's collections: it keeps ``VariableDef`` and
 ``SaverDef`` protos and op names, so it is independent of any one ``tf.Graph``
@@ -6,12 +6,13 @@ and survives copies and serialization; ``restore_collections`` puts it back
 into the collections of a graph.
 """
 import copy as _copy
+import dataclasses
 
 import tensorflow as tf
 from tensorflow.core.framework import variable_pb2
 from tensorflow.core.protobuf import saver_pb2
 
-__all__ = ["Info", "op_name", "variable_handle", "tf_variable"]
+__all__ = ["Info", "GradRecord", "grad_record", "op_name", "variable_handle", "tf_variable"]
 
 
 def op_name(x):
@@ -188,3 +189,33 @@ class Info:
         return "<Info: {} variables ({} trainable), {} table initializers, {} savers>".format(
             len(self.variables), len(self.trainable_variables), len(self.table_initializers),
             len(self.savers))
+
+
+@dataclasses.dataclass(frozen=True)
+class GradRecord:
+    """A (gradient, target) pair by tensor names; sparse gradients keep their parts."""
+
+    target: str
+    grad: str = ""
+    indices: str = ""
+    values: str = ""
+    dense_shape: str = ""
+    update_op: str = ""
+
+    @property
+    def is_sparse(self):
+        return bool(self.indices)
+
+
+def grad_record(grad, target, update_op=None):
+    """A GradRecord of a gradient (tf.Tensor or tf.IndexedSlices) and its target variable."""
+    target_name = variable_handle(target).name
+    update_name = "" if update_op is None else op_name(update_op)
+    if isinstance(grad, tf.IndexedSlices):
+        shape = grad.dense_shape.name if grad.dense_shape is not None else ""
+        return GradRecord(target=target_name, indices=grad.indices.name, values=grad.values.name,
+                          dense_shape=shape, update_op=update_name)
+    if isinstance(grad, tf.Tensor):
+        return GradRecord(target=target_name, grad=grad.name, update_op=update_name)
+    raise TypeError("gradient for variable '{}' must be a tf.Tensor or tf.IndexedSlices, got {!r}"
+                    .format(target_name, type(grad).__name__))

@@ -17,15 +17,15 @@ record version, so they stay correct when the graph or the records change and
 nobody has to toggle a flag.
 """
 import contextlib
-import dataclasses
 import functools
 import threading
 
 import tensorflow as tf
 
 from autodist.errors import GraphItemError
-from autodist.graph_info import Info, op_name, variable_handle
+from autodist.graph_info import GradRecord, Info, grad_record
 from autodist.graph_item_io import read_graph_item, write_graph_item
+from autodist.variable_writes import forward_reachable, is_update_candidate
 
 __all__ = [
     "cached_property",
@@ -33,40 +33,9 @@ __all__ = [
     "wrap_optimizer_init",
     "wrap_optimizer_apply_gradient",
     "Info",
+    "GradRecord",
     "GraphItem",
 ]
-
-# Op types that write a variable: optimizer updates and assignments.
-_WRITE_OP_TYPES = frozenset({
-    "AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp",
-    "Assign", "AssignAdd", "AssignSub",
-})
-_WRITE_OP_PREFIXES = ("ResourceApply", "ResourceSparseApply", "ResourceScatter",
-                      "Apply", "SparseApply", "Scatter")
-
-
-_RESTORE_OP_TYPES = frozenset({"RestoreV2", "Restore", "RestoreSlice"})
-
-
-def is_variable_write(op):
-    """Whether ``op`` writes the variable it receives as its first input."""
-    return op.type in _WRITE_OP_TYPES or op.type.startswith(_WRITE_OP_PREFIXES)
-
-
-def is_checkpoint_restore(op):
-    """Whether a variable write assigns a value read from a checkpoint (a Saver's restore)."""
-    if len(op.inputs) < 2:
-        return False
-    source = op.inputs[1].op
-    while source.type == "Identity" and source.inputs:
-        source = source.inputs[0].op
-    return source.type in _RESTORE_OP_TYPES
-
-
-def is_update_candidate(op, initializers):
-    """A variable write that is neither an initializer nor a checkpoint restore."""
-    return is_variable_write(op) and op.name not in initializers and not is_checkpoint_restore(op)
-
 
 def cached_property(fn, *args, **kwargs):
     """Decorator to make a function a "cached property".
@@ -126,35 +95,6 @@ def wrap_optimizer_apply_gradient(fn):
     """
     from autodist import capture
     return capture.wrap_apply(fn)
-
-
-@dataclasses.dataclass(frozen=True)
-class GradRecord:
-    """A (gradient, target) pair by tensor names; sparse gradients keep their parts."""
-
-    target: str
-    grad: str = ""
-    indices: str = ""
-    values: str = ""
-    dense_shape: str = ""
-    update_op: str = ""
-
-    @property
-    def is_sparse(self):
-        return bool(self.indices)
-
-
-def _grad_record(grad, target, update_op=None):
-    target_name = variable_handle(target).name
-    update_name = "" if update_op is None else op_name(update_op)
-    if isinstance(grad, tf.IndexedSlices):
-        shape = grad.dense_shape.name if grad.dense_shape is not None else ""
-        return GradRecord(target=target_name, indices=grad.indices.name, values=grad.values.name,
-                          dense_shape=shape, update_op=update_name)
-    if isinstance(grad, tf.Tensor):
-        return GradRecord(target=target_name, grad=grad.name, update_op=update_name)
-    raise TypeError("gradient for variable '{}' must be a tf.Tensor or tf.IndexedSlices, got {!r}"
-                    .format(target_name, type(grad).__name__))
 
 
 class GraphItem:
@@ -248,7 +188,7 @@ class GraphItem:
             raise ValueError("extend_gradient_info: {} gradients, {} targets and {} update ops must "
                              "have the same length".format(len(grads), len(targets), len(updates)))
         for grad, target, update in zip(grads, targets, updates):
-            record = _grad_record(grad, target, update)
+            record = grad_record(grad, target, update)
             self._records[record.target] = record
         self._touch()
 
@@ -387,7 +327,7 @@ class GraphItem:
             return self.graph.get_operation_by_name(record.update_op)
         candidates = [op for op in target.consumers() if is_update_candidate(op, initializers)]
         if len(candidates) > 1:
-            reachable = _forward_reachable(self._grad_of(record), candidates)
+            reachable = forward_reachable(self._grad_of(record), candidates)
             candidates = [op for op in candidates if op in reachable] or candidates
         if not candidates:
             raise GraphItemError("variable '{}' has a gradient but no op applies it; build the "
@@ -444,35 +384,3 @@ class GraphItem:
         return "<GraphItem: {} ops, {} gradient pairs, optimizer={}>".format(
             len(self.graph.get_operations()), len(self._records),
             getattr(self.optimizer, "__name__", None))
-
-
-def _forward_reachable(grad, candidates, limit=200000):
-    """Candidate ops reachable from ``grad`` over data and control edges.
-
-    Walks tensors as well as ops, so that a multi-output op such as IdentityN
-    only carries output k forward from input k; control edges matter because
-    sparse tf1 optimizers order the variable update after slot scatters that
-    have no outputs.
-    """
-    targets = set(candidates)
-    frontier = [grad.values, grad.indices] if isinstance(grad, tf.IndexedSlices) else [grad]
-    seen, found = set(), set()
-    while frontier and len(seen) < limit:
-        node = frontier.pop()
-        if node in seen:
-            continue
-        seen.add(node)
-        if isinstance(node, tf.Operation):
-            if node in targets:
-                found.add(node)
-                continue
-            frontier.extend(node.outputs)
-            frontier.extend(node._control_outputs)
-            continue
-        for consumer in node.consumers():
-            if consumer.type == "IdentityN" and consumer not in targets:
-                frontier.extend(consumer.outputs[i] for i, t in enumerate(consumer.inputs) if t is node)
-                frontier.extend(consumer._control_outputs)
-            else:
-                frontier.append(consumer)
-    return found

@@ -123,7 +123,7 @@ def write_graph_item(item, path):
 
 def read_graph_item(cls, path):
     """Build a ``cls`` (GraphItem) from a file written by ``write_graph_item``."""
-    from autodist.graph_item import GradRecord
+    from autodist.graph_info import GradRecord
     try:
         with open(path, "rb") as f:
             data = f.read()
