@@ -65,17 +65,19 @@ def _assert_stopped(chief, killed_at, *expected):
 
 
 def test_killed_worker_script_stops_its_job_and_only_its_job(chiefs):
-    chief = _start_training(chiefs, LOOPBACK)
     # Another job on the same nodes, training while the first one dies.
-    bystander = chiefs([SCRIPT, LOOPBACK, "--seed", "3", "--steps", "8", "--sleep", "0.5"])
+    bystander = chiefs([SCRIPT, LOOPBACK, "--seed", "3", "--steps", "30", "--sleep", "0.5"])
+    chief = _start_training(chiefs, LOOPBACK)
     bystander.wait_for(r"\[127\.0\.0\.2\] STEP 0$", 150)
     pgid = _pgid_of(chief.job_id, server=False)
+    assert bystander.proc.poll() is None and bystander.find(r"STEP 29$") is None
     killed_at = time.monotonic()
     os.killpg(pgid, signal.SIGKILL)
     message = _assert_stopped(chief, killed_at, "training script exited with code 137 (killed by SIGKILL)")
+    assert bystander.proc.poll() is None   # still training
     assert re.search(r"\nSTEP \d+\n", message)  # the worker's own last output lines
     assert bystander.wait(120) == 0, bystander.output()[-4000:]
-    check_numbers(bystander, seed=3, steps=8)
+    check_numbers(bystander, seed=3, steps=30)
     assert job_processes(bystander.job_id) == []
 
 
