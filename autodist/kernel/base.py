@@ -5,8 +5,6 @@ input's GraphDef into a ``GraphDefEditor`` (an owned copy: the input is never
 touched) and hand over a new GraphDef-backed item carrying the input's
 records, info and train ops.
 """
-import copy as _copy
-
 from tensorflow.core.framework import variable_pb2
 
 from autodist.graph_item import GraphItem
@@ -46,8 +44,7 @@ def hand_over(editor, item):
     return result
 
 
-def register_variable(item, handle_op, initializer_op, dtype, trainable=False):
+def register_variable(item, handle_op, initializer_op, trainable=False):
     """Record a variable a pass created, so that finalize initializes it."""
-    var_def = variable_pb2.VariableDef(variable_name=handle_op + ":0", initializer_name=initializer_op,
-                                       is_resource=True, trainable=trainable)
-    item.info.variables.append(_copy.deepcopy(var_def))
+    item.info.variables.append(variable_pb2.VariableDef(variable_name=handle_op + ":0", initializer_name=initializer_op,
+                                                        is_resource=True, trainable=trainable))

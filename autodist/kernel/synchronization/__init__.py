@@ -48,6 +48,6 @@ class SyncBetweenGraph:
             for train_op in plan.analysis.train_ops:
                 editor.add_control_inputs(replica.prefix + train_op, steps)
         result = hand_over(editor, item)
-        for handle, init, dtype in proxy_vars + ar_vars:
-            register_variable(result, handle, init, dtype)
+        for handle, init in proxy_vars + ar_vars:
+            register_variable(result, handle, init)
         return result

@@ -48,7 +48,7 @@ def _groups(plan):
 
 
 def synchronize_all_reduce(editor, plan):
-    """Add the collectives; returns (step ops, new variables)."""
+    """Add the collectives; returns (step ops, new variables as (handle op, initializer op) names)."""
     if not plan.ar_vars:
         return [], []
     if relay.needs_relay(plan):
@@ -73,7 +73,7 @@ def synchronize_all_reduce(editor, plan):
             if prefix == template.prefix:
                 reduced[(replica.prefix, var_op)] = {c: rename(t) for c, t in components.items()}
         step_names += [rename(name) for name in step_names if template.prefix in name]
-        new_vars += [(rename(h), rename(i), d) for h, i, d in new_vars if template.prefix in h]
+        new_vars += [(rename(h), rename(i)) for h, i in new_vars if template.prefix in h]
     for (prefix, var_op), components in reduced.items():
         wiring.reroute_gradient(editor, plan.analysis, var_op, prefix, components)
     return step_names, new_vars

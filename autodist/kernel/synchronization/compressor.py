@@ -97,7 +97,7 @@ def reduce_flat(collectives, flat, compressor, key, hint, state_name):
         sent = tf.cast(corrected, tf.float16)
         update = gen_resource_variable_ops.assign_variable_op(handle, corrected - tf.cast(sent, flat.dtype))
         total = collectives.all_reduce(sent, key, hint, final="Id")
-        return tf.cast(total, flat.dtype) / count, [update], [(handle.op.name, init.name, flat.dtype)]
+        return tf.cast(total, flat.dtype) / count, [update], [(handle.op.name, init.name)]
     raise ValueError("compressor {} does not reduce flat vectors".format(compressor))
 
 
@@ -117,5 +117,5 @@ def powersgd(collectives, grad, rank, keys, hint, state_name):
     approx = tf.matmul(p, q, transpose_b=True)
     updates = [gen_resource_variable_ops.assign_variable_op(e_handle, matrix - approx),
                gen_resource_variable_ops.assign_variable_op(q_handle, q)]
-    new_vars = [(q_handle.op.name, q_init_op.name, dtype), (e_handle.op.name, e_init_op.name, dtype)]
+    new_vars = [(q_handle.op.name, q_init_op.name), (e_handle.op.name, e_init_op.name)]
     return tf.reshape(approx, shape), updates, new_vars

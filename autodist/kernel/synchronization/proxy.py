@@ -30,7 +30,7 @@ def _forward_reads(plan, var_op):
 
 
 def add_proxies(editor, plan, visible):
-    """Add proxies for the variables that ask for one; returns (step ops, new variables)."""
+    """Add proxies for the variables that ask for one; returns (step ops, [(handle op, initializer op)])."""
     proxied = [v for v in plan.ps_vars if v.proxy]
     if not proxied:
         return [], []
@@ -55,7 +55,7 @@ def add_proxies(editor, plan, visible):
                 with tf.device(device):
                     refreshes.append(gen_resource_variable_ops.assign_variable_op(handle, fresh, name="refresh"))
                 handles[var.op_name] = handle.name
-                new_vars.append((handle.op.name, init.name, facts.dtype))
+                new_vars.append((handle.op.name, init.name))
         step = tf.group(*refreshes, name="AutoDist-Proxy/refreshed").name
     scratch.commit()
     for var in proxied:
