@@ -47,6 +47,7 @@ import numpy as np
 import tensorflow as tf
 
 from autodist.errors import FunctionError, GraphChangedError
+from autodist.kernel.analysis import ancestors
 from autodist.variable_writes import is_variable_write
 
 __all__ = ["DistributedFunction"]
@@ -76,18 +77,6 @@ def signature(args, kwargs):
     structure = tf.nest.map_structure(lambda _: 0, (args, kwargs))
     leaves = tf.nest.flatten((args, kwargs))
     return repr(structure), tuple(_leaf_signature(leaf) for leaf in leaves)
-
-
-def _ancestors(roots):
-    seen, stack = set(), list(roots)
-    while stack:
-        op = stack.pop()
-        if op in seen:
-            continue
-        seen.add(op)
-        stack.extend(t.op for t in op.inputs)
-        stack.extend(op.control_inputs)
-    return seen
 
 
 def _initializers(graph):
@@ -160,7 +149,7 @@ class _Trace:
     @staticmethod
     def _dangling(graph, new_ops, roots):
         """Variable writes and prints made by the trace that nothing fetched depends on."""
-        reached = _ancestors(roots)
+        reached = ancestors(roots)
         initializers = _initializers(graph)
         return [op for op in new_ops if (is_variable_write(op) or op.type in _PRINT_OPS)
                 and op not in reached and op not in initializers]

@@ -26,7 +26,8 @@ import tensorflow as tf
 from autodist.errors import TransformError
 from autodist.variable_writes import is_variable_write
 
-__all__ = ["VariableFacts", "GradInput", "GraphAnalysis", "analyze", "resource_source"]
+__all__ = ["VariableFacts", "GradInput", "GraphAnalysis", "analyze", "resource_source", "ancestors",
+           "forward_ops"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,7 +83,8 @@ def resource_source(tensor):
     return op
 
 
-def _ancestors(roots):
+def ancestors(roots):
+    """Every op ``roots`` depend on (data and control edges), the roots included."""
     seen, stack = set(), list(roots)
     while stack:
         op = stack.pop()
@@ -98,11 +100,11 @@ def _variable_facts(graph, var_def):
     handle = graph.get_tensor_by_name(var_def.variable_name)
     var_op = handle.op
     initializer = graph.get_operation_by_name(var_def.initializer_name)
-    creation = _ancestors([initializer])
+    creation = ancestors([initializer])
     creation.add(var_op)
     for consumer in handle.consumers():
         if consumer.type == "VarIsInitializedOp":
-            creation.update(_ancestors([consumer]) - {var_op} | {consumer})
+            creation.update(ancestors([consumer]) - {var_op} | {consumer})
     snapshot = var_def.snapshot_name.split(":")[0] if var_def.snapshot_name else ""
     if snapshot:
         creation.add(graph.get_operation_by_name(snapshot))
@@ -122,19 +124,22 @@ def _components(grad):
     return {"dense": grad}
 
 
-def _forward_writes(starts, apply_ops):
-    """Write ops in the apply part reachable from ``starts`` over data edges (IdentityN by index)."""
-    found, seen, stack = [], set(), list(starts)
+def forward_ops(starts, within):
+    """Ops whose names are in ``within`` reached from the tensors ``starts`` over data edges.
+
+    Walks tensors rather than ops, so that an IdentityN carries output k
+    forward only from input k (Keras passes all gradients through one).
+    """
+    found, seen, stack = set(), set(), list(starts)
     while stack:
         tensor = stack.pop()
         if tensor in seen:
             continue
         seen.add(tensor)
         for consumer in tensor.consumers():
-            if consumer.name not in apply_ops:
+            if consumer.name not in within:
                 continue
-            if is_variable_write(consumer):
-                found.append(consumer)
+            found.add(consumer)
             if consumer.type == "IdentityN":
                 stack.extend(consumer.outputs[i] for i, t in enumerate(consumer.inputs) if t is tensor)
             else:
@@ -154,7 +159,7 @@ def _input_pipeline(graph):
     roots = list(iterators)
     for iterator in iterators:
         roots.extend(c for c in iterator.outputs[0].consumers() if c.type in ("MakeIterator", "DeleteIterator"))
-    return frozenset(op.name for op in _ancestors(roots))
+    return frozenset(op.name for op in ancestors(roots))
 
 
 def analyze(item):
@@ -175,8 +180,8 @@ def analyze(item):
     grad_ops = [t.op for parts in grads.values() for t in parts.values()]
     train_ops = [graph.get_operation_by_name(n) for n in item.train_op_names]
     roots = train_ops or [update for _, _, update in grad_info.values()]
-    compute = _ancestors(grad_ops)
-    apply_ops = frozenset(op.name for op in _ancestors(roots) - compute if op.name not in creation)
+    compute = ancestors(grad_ops)
+    apply_ops = frozenset(op.name for op in ancestors(roots) - compute if op.name not in creation)
     result = _link(item, variables, creation, apply_ops, train_ops, grads, grad_info)
     result.input_pipeline = _input_pipeline(graph) - creation
     touching = _resource_users(graph, apply_ops)
@@ -258,7 +263,7 @@ def _link(item, variables, creation, apply_ops, train_ops, grads, grad_info):
                     entries.extend(GradInput(consumer.name, i, component)
                                    for i, t in enumerate(consumer.inputs) if t is tensor)
         grad_inputs[var_op] = entries
-        reached = _forward_writes(list(parts.values()), apply_ops)
+        reached = [op for op in forward_ops(list(parts.values()), apply_ops) if is_variable_write(op)]
         owned = set()
         for op in reached:
             owned.add(writes[op.name])

@@ -24,7 +24,7 @@ from autodist import graph_editor as ge
 from autodist.errors import TransformError
 from autodist.graph_item import GraphItem
 from autodist.kernel import partition_ops as pops
-from autodist.kernel.analysis import analyze, resource_source
+from autodist.kernel.analysis import analyze, forward_ops, resource_source
 
 __all__ = ["Partitioner", "PartitionInfo", "PartitionSpec", "partition_specs"]
 
@@ -122,20 +122,7 @@ def _apply_subgraph(analysis, graph, var_op):
     writes = {op for op in touching if analysis.writes.get(op.name) in state}
     starts = [graph.get_tensor_by_name(t) for t in analysis.grad_tensors[var_op].values()]
     starts += [t for op in touching for t in op.outputs]
-    forward, seen = set(), set()
-    while starts:
-        tensor = starts.pop()
-        if tensor in seen:
-            continue
-        seen.add(tensor)
-        for consumer in tensor.consumers():
-            if consumer.name not in apply_ops:
-                continue
-            forward.add(consumer)
-            if consumer.type == "IdentityN":
-                starts.extend(consumer.outputs[i] for i, t in enumerate(consumer.inputs) if t is tensor)
-            else:
-                starts.extend(consumer.outputs)
+    forward = forward_ops(starts, apply_ops)
     backward, stack = set(), list(writes)
     while stack:
         op = stack.pop()
