@@ -38,7 +38,7 @@ import tensorflow as tf
 
 from autodist.autorun_session import AutorunSession
 from autodist.errors import CaptureError, SessionError
-from autodist.graph_item import GraphItem
+from autodist.graph_item import GraphItem, default_graph_item
 
 __all__ = ["run_script", "script_environment", "WORKER_INDEX_ENV", "NUM_WORKERS_ENV"]
 
@@ -69,19 +69,6 @@ class _ItemPerGraph:
 
     def __getattr__(self, name):
         return getattr(self.current(), name)
-
-
-@contextlib.contextmanager
-def _default_item(proxy):
-    # graph_item keeps its default-item stack private; GraphItem.as_default()
-    # would also enter one fixed graph, which is exactly what must not happen here.
-    from autodist import graph_item
-    stack = graph_item._stack()
-    stack.append(proxy)
-    try:
-        yield
-    finally:
-        stack.remove(proxy)
 
 
 class _Launcher:
@@ -265,7 +252,7 @@ def run_script(autodist, script, args):
     variables = {WORKER_INDEX_ENV: str(autodist.worker_index), NUM_WORKERS_ENV: str(autodist.num_workers)}
     status = None
     with script_environment(script, args, variables), _patched(_patch_points(launcher)), \
-            capture_optimizers(), _default_item(launcher.items):
+            capture_optimizers(), default_graph_item(launcher.items):
         try:
             runpy.run_path(script, run_name="__main__")
         except SystemExit as e:   # the script's own exit (argparse's --help too): its status, no more

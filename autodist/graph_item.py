@@ -30,6 +30,7 @@ from autodist.variable_writes import forward_reachable, is_update_candidate
 __all__ = [
     "cached_property",
     "get_default_graph_item",
+    "default_graph_item",
     "wrap_optimizer_init",
     "wrap_optimizer_apply_gradient",
     "Info",
@@ -68,6 +69,22 @@ def _stack():
     if not hasattr(_default, "items"):
         _default.items = []
     return _default.items
+
+
+@contextlib.contextmanager
+def default_graph_item(item):
+    """Make ``item`` the default GraphItem of this thread for the block, without entering its graph.
+
+    ``GraphItem.as_default()`` also makes the item's graph the default graph;
+    this is for callers that pick graphs themselves (``autodist run`` records
+    into whichever graph the script builds in).
+    """
+    stack = _stack()
+    stack.append(item)
+    try:
+        yield item
+    finally:
+        stack.remove(item)
 
 
 def get_default_graph_item():
@@ -165,13 +182,8 @@ class GraphItem:
     @contextlib.contextmanager
     def as_default(self):
         """A context in which this item (and its graph) is the default."""
-        stack = _stack()
-        with self.graph.as_default():
-            stack.append(self)
-            try:
-                yield self
-            finally:
-                stack.remove(self)
+        with self.graph.as_default(), default_graph_item(self):
+            yield self
 
     # -- optimizer and gradient records -------------------------------------------
     def extend_optimizer_info(self, optimizer, *args, **kwargs):
