@@ -171,10 +171,11 @@ class Scratch:
         self.graph = tf.Graph()
         self._tensors = {}
         self._controls = {}
-        # Passes build under "AutoDist-<Pass>/" scopes; names an earlier pass took
-        # there are reserved so that new ops get fresh ones.
+        # Every name the graph has is reserved, so that new ops get fresh ones;
+        # replica copies are skipped (all under "AutoDist-Replica-<i>/", a prefix
+        # scratch graphs never build under), which keeps this cheap.
         for name in editor.positions:
-            if name.startswith("AutoDist-") and not name.startswith(_REPLICA):
+            if not name.startswith(_REPLICA):
                 self.graph.unique_name(name, mark_as_used=True)
 
     def tensor(self, name, dtype=None, shape=None):

@@ -34,13 +34,13 @@ def run_passes(item, passes: List[Callable], done=()):
     """Apply ``passes`` in order; a failure names the pass and those before it."""
     done = list(done)
     for p in passes:
-        name = getattr(p, "name", type(p).__name__)
+        name = getattr(p, "name", getattr(p, "__name__", type(p).__name__))
         try:
             item = p(item)
         except TransformError as e:
-            if e.pass_name:
+            if e.pass_name and e.passes_done:
                 raise
-            raise TransformError(e.problem, pass_name=name, variable=e.variable, op=e.op,
+            raise TransformError(e.problem, pass_name=e.pass_name or name, variable=e.variable, op=e.op,
                                  passes_done=done) from e
         except AutoDistError:
             raise
@@ -64,9 +64,7 @@ class GraphTransformer:
             analysis = analyze(partitioned)
             plan = build_plan(analysis, self.strategy, self.node)
         except TransformError as e:
-            if e.pass_name:
-                raise
-            raise TransformError(e.problem, pass_name="plan", variable=e.variable, op=e.op,
+            raise TransformError(e.problem, pass_name=e.pass_name or "plan", variable=e.variable, op=e.op,
                                  passes_done=done) from e
         passes = [Replicator(plan), SyncInGraph(plan), SyncBetweenGraph(plan), Finalizer(plan)]
         result, _ = run_passes(partitioned, passes, done)

@@ -124,11 +124,6 @@ def test_names_taken_by_earlier_splices_are_not_reused(source):
     assert made == ["AutoDist-Test/same", "AutoDist-Test/same_1"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Scratch reserves only existing names that start with 'AutoDist-', so an op built outside an "
-    "AutoDist- scope (TensorFlow's default names: 'Cast', 'Const'...) collides with an unprefixed op "
-    "of the graph (shared ops keep their names) instead of getting a fresh name; see "
-    "test_kernel_ps.py::test_sparse_ps_variable_with_a_root_level_initializer"))
 def test_ops_built_outside_an_autodist_scope_get_fresh_names(source):
     editor = _editor(source)
     scratch = editor.scratch()

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from autodist.errors import TransformError
 from kernel_harness import (capture, device, make_strategy, nodes_by_name, parallel, reference_run,
                             tf1, transform, transform_job)
 
@@ -211,11 +210,6 @@ def test_async_training_converges(cluster):
     assert loss() < 0.05 * before
 
 
-@pytest.mark.xfail(strict=True, raises=TransformError, reason=(
-    "sync_between_graph: ps._cast_like_original builds the cast of a sparse gradient's indices outside "
-    "any AutoDist- name scope, so the scratch op is named 'Cast'; Scratch only reserves existing 'AutoDist-' "
-    "names, and a shared op named 'Cast' (the variable's initial value, kept once on the server) collides: "
-    "\"a spliced op collides with an existing op\""))
 def test_sparse_ps_variable_with_a_root_level_initializer(cluster):
     def model():
         ids = tf1.placeholder(tf.int32, [None], name="ids")

@@ -109,9 +109,6 @@ def test_run_passes_keeps_the_variable_and_op_of_a_transform_error():
         run_passes(GraphItem(), [user_error])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "run_passes names a pass by getattr(p, 'name', type(p).__name__): a plain function without a 'name' "
-    "attribute is reported as pass 'function' instead of by its __name__"))
 def test_a_function_pass_is_named_by_its_function_name():
     def my_pass(item):
         raise ValueError("boom")
@@ -119,10 +116,6 @@ def test_a_function_pass_is_named_by_its_function_name():
         run_passes(GraphItem(), [my_pass])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "run_passes re-raises a TransformError that already carries a pass name unchanged, so the passes "
-    "before it are not listed (graph_transformer's docstring promises 'naming itself and the passes "
-    "before it'); most kernel errors name their pass themselves, e.g. finalize's shapeless variable"))
 def test_a_pass_that_names_itself_still_lists_the_passes_before_it():
     def model():
         built = _model()
@@ -131,7 +124,7 @@ def test_a_pass_that_names_itself_still_lists_the_passes_before_it():
     item, _ = capture(model)
     with pytest.raises(TransformError) as error:
         transform(item, _strategy(partition=False))
-    assert error.value.passes_done == ("replicate", "sync_in_graph", "sync_between_graph")
+    assert error.value.passes_done == ("partition", "replicate", "sync_in_graph", "sync_between_graph")
 
 
 def test_a_failing_pass_names_itself_the_variable_and_the_op():
