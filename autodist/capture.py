@@ -109,8 +109,8 @@ def wrap_apply(fn):
             result = fn(self, *call_args, **call_kwargs)
             if variables is None:  # Keras apply() with the variables it was built with
                 variables = list(self._trainable_variables)
-            new_ops = [graph._nodes_by_id[i] for i in range(first_id, graph.version + 1)
-                       if i in graph._nodes_by_id]
+            by_id = graph._nodes_by_id  # a property that builds a dict: read it once
+            new_ops = [by_id[i] for i in range(first_id, graph.version + 1) if i in by_id]
             if _is_keras(self):
                 result = _keras_train_op(graph, new_ops, self)
             _record(item, grads, variables, new_ops)
@@ -146,9 +146,18 @@ def _resource_source(tensor):
 
 
 def _creation_ops(new_ops):
-    """Ops that create variables during the call (their handle, initializer, snapshot)."""
-    prefixes = tuple(op.name + "/" for op in new_ops if op.type in ("VarHandleOp", "VariableV2"))
-    return {op for op in new_ops if op.type in ("VarHandleOp", "VariableV2") or op.name.startswith(prefixes)}
+    """Ops that create variables during the call (their handle, initializer, snapshot).
+
+    An op belongs to a new variable when one of its name scopes is the
+    variable's name; each name is checked scope by scope against a set, so
+    the cost stays linear in the number of ops however many slots are made.
+    """
+    variables = {op.name for op in new_ops if op.type in ("VarHandleOp", "VariableV2")}
+
+    def created(op):
+        parts = op.name.split("/")
+        return any("/".join(parts[:i]) in variables for i in range(1, len(parts) + 1))
+    return {op for op in new_ops if created(op)}
 
 
 def order_variable_accesses(ops):

@@ -107,7 +107,8 @@ class _Trace:
                     "'{}' applies gradients to {} again in a new trace; a variable can be trained by one trace "
                     "only (keep the argument shapes of a training function fixed, e.g. pad the last batch)"
                     .format(self.name, retrained))
-            new_ops = [graph._nodes_by_id[i] for i in range(first_id, graph.version + 1) if i in graph._nodes_by_id]
+            by_id = graph._nodes_by_id  # a property that builds a dict: read it once
+            new_ops = [by_id[i] for i in range(first_id, graph.version + 1) if i in by_id]
             train_ops = [graph.get_operation_by_name(n) for n in item.train_op_names if n not in trained]
             roots = [f if isinstance(f, tf.Operation) else f.op for f in self.fetches] + train_ops
             self.run_ops = train_ops + self._dangling(graph, new_ops, roots)
