@@ -213,12 +213,14 @@ class AutoDist:
         path = strategy.serialize(os.path.join(staging, "strategy.pb"))
         self._coordinator = coordinator = Coordinator(self._resource_spec, job_id)
         atexit.register(self._finish_job)
-        context = coordinator.launch(path, argv, os.getcwd())
+        chief = {n.address: n for n in self._resource_spec.nodes}[self._resource_spec.chief]
+
+        def start_chief(context):  # this process's server, on the port just chosen for it
+            _keep_alive.append(start_server(context.cluster_spec(), context.task_index,
+                                            node_config(cpu_count_of(chief), context.chief_task)))
+        context = coordinator.launch(path, argv, os.getcwd(), start_chief=start_chief)
         os.unlink(path)
         os.rmdir(staging)
-        chief = {n.address: n for n in self._resource_spec.nodes}[context.address]
-        _keep_alive.append(start_server(context.cluster_spec(), context.task_index,
-                                        node_config(cpu_count_of(chief), context.chief_task)))
         self._session_args = (context, coordinator.failure, coordinator.abort)
         return runtime.open_session(item, strategy, context, self._resource_spec, failure=coordinator.failure,
                                     on_interrupt=coordinator.abort)

@@ -133,8 +133,12 @@ class Coordinator:
             return self._python
         return sys.executable if isinstance(runner, LocalRunner) else "python3"
 
-    def launch(self, strategy_path, argv, cwd):
+    def launch(self, strategy_path, argv, cwd, start_chief=None):
         """Start the other nodes; returns the chief's JobContext. ``argv`` is what runs after ``python``.
+
+        ``start_chief(context)``, when given, is called as soon as the ports are
+        chosen, before any other process starts: the chief binds its own port
+        before anyone else can take it.
 
         Raises ``PreflightError`` (nothing started) when a host is unfit, or
         ``LaunchError`` / ``RemoteWorkerError`` when a process cannot start; in
@@ -153,6 +157,8 @@ class Coordinator:
                                       workdir=self._workdir)
             write_line(ANNOUNCE, self._sink, "job {}: {} nodes, TensorFlow servers {}, working directory {}".format(
                 self.job_id, len(servers), " ".join(servers[a] for a in self.context.addresses), self._workdir))
+            if start_chief is not None:
+                start_chief(self.context)
             self._start_servers()
             self._start_workers(argv, cwd)
         except BaseException:
