@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Tuple
 
 __all__ = ["Sharding", "even_sizes", "partition_string", "parse_partition_string", "part_name",
-           "shard_count", "water_fill"]
+           "shard_count", "water_fill", "write_sharded_node"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +68,24 @@ def parse_partition_string(text):
 def part_name(op_name, index):
     """``part_name("emb", 0) == "emb/part_0:0"``: the tensor name of shard ``index``."""
     return "{}/part_{}:0".format(op_name, index)
+
+
+def write_sharded_node(node, var, targets, sharding, fill, synchronizer):
+    """Fill ``node`` for ``var``: ``fill(node.<synchronizer>, target)`` for the
+    whole variable (``targets[0]``) and, when ``sharding`` splits it, the
+    partitioner, explicit shard sizes and one ``part_config`` entry per shard.
+    """
+    node.var_name = var.name
+    fill(getattr(node, synchronizer), targets[0])
+    if sharding is None:
+        return
+    node.partitioner = partition_string(len(var.shape), sharding.axis, sharding.count)
+    if sharding.explicit:
+        node.shard_sizes.extend(sharding.sizes)
+    for i, target in enumerate(targets):
+        part = node.part_config.add()
+        part.var_name = part_name(var.op_name, i)
+        fill(getattr(part, synchronizer), target)
 
 
 def shard_count(var, axis, shard_bytes, max_shards):

@@ -12,7 +12,7 @@ choice of the axis a large variable is split along.
 """
 from autodist.proto import synchronizers_pb2
 from autodist.strategies._arguments import check_choice, check_chunk_size
-from autodist.strategies._sharding import (Sharding, even_sizes, part_name, partition_string,
+from autodist.strategies._sharding import (Sharding, even_sizes, write_sharded_node,
                                            shard_count)
 from autodist.strategies.base import VariableStrategyBuilder
 
@@ -50,17 +50,7 @@ class ARConfig:
 def write_ar_node(node, var, entry, config):
     """``entry = (groups, sharding or None)``: one group per shard."""
     groups, sharding = entry
-    node.var_name = var.name
-    config.fill(node.AllReduceSynchronizer, groups[0])
-    if sharding is None:
-        return
-    node.partitioner = partition_string(len(var.shape), sharding.axis, sharding.count)
-    if sharding.explicit:
-        node.shard_sizes.extend(sharding.sizes)
-    for i, group in enumerate(groups):
-        part = node.part_config.add()
-        part.var_name = part_name(var.op_name, i)
-        config.fill(part.AllReduceSynchronizer, group)
+    write_sharded_node(node, var, groups, sharding, config.fill, "AllReduceSynchronizer")
 
 
 def all_reduce_layout(variables, chunk_size, sharding_of):

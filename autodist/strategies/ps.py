@@ -19,7 +19,7 @@ shard-count rule.
 from autodist.strategies._arguments import check_bool, check_staleness
 from autodist.strategies._placement import LoadBalancer, largest_first
 from autodist.strategies._planning import first_cpu_server
-from autodist.strategies._sharding import (Sharding, even_sizes, part_name, partition_string,
+from autodist.strategies._sharding import (Sharding, even_sizes, write_sharded_node,
                                            shard_count, water_fill)
 from autodist.strategies.base import VariableStrategyBuilder
 
@@ -49,17 +49,7 @@ class PSConfig:
 def write_ps_node(node, var, entry, config):
     """``entry = (destinations, sharding or None)``: one destination per shard."""
     destinations, sharding = entry
-    node.var_name = var.name
-    config.fill(node.PSSynchronizer, destinations[0])
-    if sharding is None:
-        return
-    node.partitioner = partition_string(len(var.shape), sharding.axis, sharding.count)
-    if sharding.explicit:
-        node.shard_sizes.extend(sharding.sizes)
-    for i, destination in enumerate(destinations):
-        part = node.part_config.add()
-        part.var_name = part_name(var.op_name, i)
-        config.fill(part.PSSynchronizer, destination)
+    write_sharded_node(node, var, destinations, sharding, config.fill, "PSSynchronizer")
 
 
 class PS(VariableStrategyBuilder):
