@@ -170,6 +170,7 @@ class Scratch:
         self.editor = editor
         self.graph = tf.Graph()
         self._tensors = {}
+        self._real = {}  # stand-in tensor name -> the real tensor's name
         self._controls = {}
         # Every name the graph has is reserved, so that new ops get fresh ones;
         # replica copies are skipped (all under "AutoDist-Replica-<i>/", a prefix
@@ -192,7 +193,12 @@ class Scratch:
                 placeholder = tf.compat.v1.placeholder(
                     dtype, shape=shape, name="{}{}".format(_PLACEHOLDER, len(self._tensors)))
             self._tensors[name] = placeholder
+            self._real[placeholder.name] = name
         return self._tensors[name]
+
+    def name_of(self, tensor):
+        """The name ``tensor`` has after ``commit``: the real tensor's for a stand-in."""
+        return self._real.get(tensor.name, tensor.name)
 
     def control(self, op_name):
         """A stand-in for the existing op ``op_name``, for control dependencies."""

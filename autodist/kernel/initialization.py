@@ -15,7 +15,7 @@ computes identically (zeros, constants: most optimizer slots) need no
 broadcast; every replica runs its own initializer in the sync step. The
 broadcast is also the job's start barrier: it cannot finish before the chief
 has initialized the servers' variables (a job with nothing to broadcast
-broadcasts one scalar).
+broadcasts one scalar; a job of one replica has neither to do).
 
 Why three runs: TensorFlow gives every process the same step id for a step
 with collectives, and one process' end-of-step cleanup on a server aborts
@@ -29,6 +29,7 @@ import tensorflow as tf
 from tensorflow.python.ops import collective_ops, gen_resource_variable_ops
 
 from autodist.errors import TransformError
+from autodist.kernel.reshaper import Reshaper
 from autodist.kernel.synchronization import staleness
 
 __all__ = ["build_init_ops", "INIT_OPS", "INIT_SERVERS", "INIT_SYNC", "INIT_LOCAL", "INIT_KEY_OFFSET"]
@@ -72,8 +73,9 @@ def _broadcast(scratch, plan, group, key, replicas):
     done = []
     for replica in replicas:
         with tf.device(replica.device), tf.name_scope("AutoDist-Init/{}{}/".format(replica.prefix, dtype.name)):
+            reshape = Reshaper()
             if _is_root(plan, replica):
-                reads = [tf.reshape(gen_resource_variable_ops.read_variable_op(
+                reads = [reshape(gen_resource_variable_ops.read_variable_op(
                     scratch.tensor(replica.prefix + f.name, dtype=tf.resource, shape=[]), dtype), [-1])
                     for f in group]
                 flat = tf.cast(tf.concat(reads, 0), _wire_dtype(dtype))
@@ -86,7 +88,7 @@ def _broadcast(scratch, plan, group, key, replicas):
             pieces = tf.split(tf.cast(flat, dtype), sizes) if len(group) > 1 else [tf.cast(flat, dtype)]
             for facts, piece in zip(group, pieces):
                 handle = scratch.tensor(replica.prefix + facts.name, dtype=tf.resource, shape=[])
-                done.append(gen_resource_variable_ops.assign_variable_op(handle, tf.reshape(piece, facts.shape)))
+                done.append(gen_resource_variable_ops.assign_variable_op(handle, reshape(piece, facts.shape)))
     return done
 
 
@@ -127,7 +129,9 @@ def build_init_ops(editor, plan, item):
         tf.no_op(name=INIT_SERVERS)
         groups = _mirrored(plan)
         key = plan.key_base + INIT_KEY_OFFSET
-        if groups:
+        if plan.num_replicas == 1:
+            synced = []  # one replica in the whole job: nothing to copy, no one to wait for
+        elif groups:
             synced = [op for i, group in enumerate(groups)
                       for op in _broadcast(scratch, plan, group, key + i, built_for)]
         else:

@@ -20,6 +20,7 @@ import collections
 
 import tensorflow as tf
 
+from autodist.kernel.reshaper import Reshaper
 from autodist.kernel.synchronization import compressor as comp
 from autodist.kernel.synchronization import relay, wiring
 
@@ -90,14 +91,15 @@ def _dense(scratch, collectives, plan, group, index, reduced, replica, compresso
     sizes = [s.num_elements() for s in shapes]
     scope = "AutoDist-AllReduce/group_{}/{}".format(index, replica.prefix)
     with tf.device(replica.device), tf.name_scope(scope):
+        reshape = Reshaper()
         grads = [_grad(scratch, plan, replica, v.op_name) for v in group]
-        flat = tf.concat([tf.reshape(g, [-1]) for g in grads], 0, name="flat") if len(grads) > 1 \
-            else tf.reshape(grads[0], [-1], name="flat")
+        flat = tf.concat([reshape(g, [-1]) for g in grads], 0, name="flat") if len(grads) > 1 \
+            else reshape(grads[0], [-1], name="flat")
         mean, steps, new_vars = comp.reduce_flat(collectives, flat, compressor, key,
                                                  collectives.hint(replica, group[0].spec), "state")
         pieces = tf.split(mean, sizes, name="pieces") if len(group) > 1 else [mean]
         for var, piece, shape in zip(group, pieces, shapes):
-            value = tf.reshape(piece, shape, name=var.op_name.replace("/", "_"))
+            value = reshape(piece, shape)
             reduced[(replica.prefix, var.op_name)] = {"dense": value.name}
     return steps, new_vars
 

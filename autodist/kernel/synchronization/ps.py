@@ -38,12 +38,36 @@ def local_names(var_op):
             "indices": base + "local_indices:0", "dense_shape": base + "local_dense_shape:0"}
 
 
-def _local(scratch, var_op, facts, component):
+def _single_dense(plan, var):
+    """A dense gradient of a node with one replica needs no local reduction: it is the sum."""
+    return len(plan.local) == 1 and not var.sparse
+
+
+def _local(scratch, plan, var, facts, component):
     """A stand-in for this node's local gradient component (made by ``reduce_locally``)."""
     shapes = {"dense": facts.shape, "values": [None] + facts.shape.as_list()[1:],
               "indices": [None], "dense_shape": [facts.shape.rank]}
     dtype = facts.dtype if component in ("dense", "values") else tf.int64
-    return scratch.tensor(local_names(var_op)[component], dtype=dtype, shape=shapes[component])
+    if _single_dense(plan, var):
+        source = plan.local[0].prefix + plan.analysis.grad_tensors[var.op_name]["dense"]
+    else:
+        source = local_names(var.op_name)[component]
+    return scratch.tensor(source, dtype=dtype, shape=shapes[component])
+
+
+class _Divisors:
+    """``x / count`` with one constant per (device, dtype, count); ``x`` itself when count is 1."""
+
+    def __init__(self):
+        self._consts = {}
+
+    def __call__(self, x, count, name):
+        if count == 1:
+            return x
+        key = (x.device, x.dtype, count)
+        if key not in self._consts:
+            self._consts[key] = tf.constant(count, x.dtype, name="replicas")
+        return tf.math.truediv(x, self._consts[key], name=name)
 
 
 def _combine(tensors, name, op):
@@ -59,6 +83,8 @@ def reduce_locally(editor, plan):
         for var in plan.ps_vars:
             parts = plan.analysis.grad_tensors[var.op_name]
             facts = plan.analysis.variables[var.op_name]
+            if _single_dense(plan, var):
+                continue
             with tf.device(plan.local[0].device), tf.name_scope("AutoDist-PS/{}/".format(var.op_name)):
                 if not var.sparse:
                     _combine([scratch.tensor(r.prefix + parts["dense"]) for r in plan.local], "local_sum", tf.add_n)
@@ -79,44 +105,42 @@ def _is_global_sync(var, plan):
     return var.sync and var.staleness == 0 and plan.node.num_tasks > 1
 
 
-def _accumulate(scratch, var, plan, facts):
+def _accumulate(scratch, var, plan, facts, divide):
     """Push this node's local gradient; on the chief, take all of them. Returns (push, agg or None)."""
     shared = "{}/acc/{}".format(plan.node.job_id, var.op_name)
     with tf.device(var.device), tf.name_scope("AutoDist-PS/{}/accumulator/".format(var.op_name)):
         if var.sparse:
             acc = tf.compat.v1.SparseConditionalAccumulator(
                 facts.dtype, shape=facts.shape, shared_name=shared, reduction_type="SUM", name="acc")
-            local = tf.IndexedSlices(*(_local(scratch, var.op_name, facts, c)
+            local = tf.IndexedSlices(*(_local(scratch, plan, var, facts, c)
                                        for c in ("values", "indices", "dense_shape")))
             push = acc.apply_indexed_slices_grad(local, local_step=_ANY_STEP, name="push")
         else:
             acc = tf.compat.v1.ConditionalAccumulator(
                 facts.dtype, shape=facts.shape, shared_name=shared, reduction_type="SUM", name="acc")
-            push = acc.apply_grad(_local(scratch, var.op_name, facts, "dense"), local_step=_ANY_STEP, name="push")
+            push = acc.apply_grad(_local(scratch, plan, var, facts, "dense"), local_step=_ANY_STEP, name="push")
         if not plan.node.is_chief:
             return push, None
         with tf.control_dependencies([push]):
             if var.sparse:
                 taken = acc.take_indexed_slices_grad(plan.node.num_tasks, name="take")
-                return push, _sparse_mean(taken.values, taken.indices, taken.dense_shape, plan.num_replicas)
-            return push, {"dense": tf.truediv(acc.take_grad(plan.node.num_tasks, name="take"),
-                                              tf.cast(plan.num_replicas, facts.dtype), name="mean")}
+                return push, _sparse_mean(taken.values, taken.indices, taken.dense_shape, plan.num_replicas,
+                                          divide)
+            return push, {"dense": divide(acc.take_grad(plan.node.num_tasks, name="take"), plan.num_replicas,
+                                          name="mean")}
 
 
-def _sparse_mean(values, indices, dense_shape, count):
-    mean = tf.truediv(values, tf.cast(count, values.dtype), name="mean_values")
-    return {"values": mean, "indices": tf.identity(indices, name="mean_indices"),
-            "dense_shape": tf.identity(dense_shape, name="mean_dense_shape")}
+def _sparse_mean(values, indices, dense_shape, count, divide):
+    return {"values": divide(values, count, name="mean_values"), "indices": indices, "dense_shape": dense_shape}
 
 
-def _local_mean(scratch, var, plan, facts):
+def _local_mean(scratch, var, plan, facts, divide):
     count = len(plan.local)
     with tf.device(plan.local[0].device), tf.name_scope("AutoDist-PS/{}/".format(var.op_name)):
         if var.sparse:
-            return _sparse_mean(*(_local(scratch, var.op_name, facts, c) for c in ("values", "indices", "dense_shape")),
-                                count)
-        return {"dense": tf.truediv(_local(scratch, var.op_name, facts, "dense"), tf.cast(count, facts.dtype),
-                                    name="mean")}
+            return _sparse_mean(*(_local(scratch, plan, var, facts, c) for c in ("values", "indices", "dense_shape")),
+                                count, divide)
+        return {"dense": divide(_local(scratch, plan, var, facts, "dense"), count, name="mean")}
 
 
 def _cast_like_original(result, plan, var_op):
@@ -144,19 +168,20 @@ def synchronize_ps(editor, plan):
         return []
     scratch = editor.scratch()
     applied, pushes, global_sync = {}, [], []
+    divide = _Divisors()
     with scratch.graph.as_default():
         for var in plan.ps_vars:
             facts = plan.analysis.variables[var.op_name]
             if _is_global_sync(var, plan):
-                push, agg = _accumulate(scratch, var, plan, facts)
+                push, agg = _accumulate(scratch, var, plan, facts, divide)
                 pushes.append(push)
                 global_sync.append(var.op_name)
             else:
-                agg = _local_mean(scratch, var, plan, facts)
+                agg = _local_mean(scratch, var, plan, facts, divide)
             if agg is not None:
                 with tf.device(plan.local[0].device):
                     agg = _cast_like_original(agg, plan, var.op_name)
-                applied[var.op_name] = {c: t.name for c, t in agg.items()}
+                applied[var.op_name] = {c: scratch.name_of(t) for c, t in agg.items()}
         step_op = _step_op(scratch, plan, pushes, global_sync)
     scratch.commit()
     _wire(editor, plan, applied, global_sync, step_op)

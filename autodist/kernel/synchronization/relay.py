@@ -18,6 +18,7 @@ and is refused here.
 import tensorflow as tf
 
 from autodist.errors import TransformError
+from autodist.kernel.reshaper import Reshaper
 from autodist.kernel.synchronization import compressor as comp
 from autodist.kernel.synchronization import wiring
 
@@ -59,8 +60,9 @@ def _dense(scratch, plan, group, index, reduced):
         flats = []
         for replica in plan.local:
             with tf.device(replica.device):
+                reshape = Reshaper()
                 grads = [scratch.tensor(replica.prefix + plan.analysis.grad_tensors[v.op_name]["dense"]) for v in group]
-                flats.append(tf.concat([tf.reshape(g, [-1]) for g in grads], 0))
+                flats.append(tf.concat([reshape(g, [-1]) for g in grads], 0))
         with tf.device(plan.local[0].device):
             local = tf.add_n(flats) if len(flats) > 1 else tf.identity(flats[0])
         with tf.device(plan.host_cpu(plan.node.chief_task)):
@@ -72,9 +74,10 @@ def _dense(scratch, plan, group, index, reduced):
             mean = _exchange(plan, name, push, take, [dtype])[0]
         for replica in plan.local:
             with tf.device(replica.device):
+                reshape = Reshaper()
                 pieces = tf.split(mean, sizes) if len(group) > 1 else [mean]
                 for var, piece, shape in zip(group, pieces, shapes):
-                    reduced[(replica.prefix, var.op_name)] = {"dense": tf.reshape(piece, shape).name}
+                    reduced[(replica.prefix, var.op_name)] = {"dense": reshape(piece, shape).name}
 
 
 def _sparse(scratch, plan, var, reduced):
