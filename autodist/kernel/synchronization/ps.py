@@ -2,7 +2,8 @@
 
 In-graph (``reduce_locally``): this node's replica gradients of each
 parameter-server variable become one: a sum (dense) or a concatenation
-(IndexedSlices), on the node's first replica device.
+(IndexedSlices), on the node's first replica device. A node with one replica
+uses its dense gradients as they are.
 
 Between graphs (``synchronize_ps``), per variable:
 
