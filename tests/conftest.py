@@ -29,6 +29,14 @@ def sshd(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def spec(tmp_path_factory):
+    """A resource spec of one node with two CPU replicas (modules may define their own ``spec``)."""
+    path = tmp_path_factory.mktemp("spec") / "two_cpus.yml"
+    path.write_text("nodes:\n  - address: 127.0.0.1\n    cpus: [0, 1]\n")
+    return str(path)
+
+
+@pytest.fixture(scope="session")
 def venv_prefix():
     """A ``python_venv`` prefix that puts this interpreter's directory first on PATH.
 

@@ -20,13 +20,6 @@ BATCH, FEATURES, CLASSES = 16, 4, 3
 
 
 @pytest.fixture(scope="module")
-def spec(tmp_path_factory):
-    path = tmp_path_factory.mktemp("spec") / "two_cpus.yml"
-    path.write_text("nodes:\n  - address: 127.0.0.1\n    cpus: [0, 1]\n")
-    return str(path)
-
-
-@pytest.fixture(scope="module")
 def data():
     rng = np.random.RandomState(0)
     return (rng.randn(6, BATCH, FEATURES).astype(np.float32),

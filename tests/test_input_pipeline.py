@@ -22,13 +22,6 @@ EXAMPLES, BATCH, REPLICAS = 48, 4, 2
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-@pytest.fixture(scope="module")
-def spec(tmp_path_factory):
-    path = tmp_path_factory.mktemp("spec") / "two_cpus.yml"
-    path.write_text("nodes:\n  - address: 127.0.0.1\n    cpus: [0, 1]\n")
-    return str(path)
-
-
 def _pipeline(ad, make_iterator):
     ids = np.arange(EXAMPLES, dtype=np.int64)
     features = np.random.RandomState(0).randn(EXAMPLES, 3).astype(np.float32)

@@ -51,13 +51,6 @@ def _model():
 
 
 @pytest.fixture(scope="module")
-def spec(tmp_path_factory):
-    path = tmp_path_factory.mktemp("spec") / "two_cpus.yml"
-    path.write_text("nodes:\n  - address: 127.0.0.1\n    cpus: [0, 1]\n")
-    return str(path)
-
-
-@pytest.fixture(scope="module")
 def job(spec):
     """One distributed session for the module: (session, model tensors, the AutoDist object)."""
     ad = AutoDist(spec, Parallax())
