@@ -78,8 +78,9 @@ class AutoDist:
         self._strategy_builder = strategy_builder
         self._launch_argv = list(launch_argv) if launch_argv is not None else None
         self._graph_item = None
-        self._launched_by_chief = job is None and JobContext.from_env(os.environ) is not None
-        self._job = job if job is not None else JobContext.from_env(os.environ)
+        env_job = JobContext.from_env(os.environ) if job is None else None
+        self._launched_by_chief = env_job is not None
+        self._job = job if job is not None else env_job
         self._parent = os.getppid()
         self._coordinator = None
         self._session = None

@@ -25,7 +25,7 @@ import threading
 import tensorflow as tf
 
 from autodist.graph_item import get_default_graph_item
-from autodist.variable_writes import is_variable_write
+from autodist.variable_writes import is_variable_write, ops_since
 
 __all__ = ["capture_optimizers", "wrap_init", "wrap_apply", "order_variable_accesses"]
 
@@ -109,8 +109,7 @@ def wrap_apply(fn):
             result = fn(self, *call_args, **call_kwargs)
             if variables is None:  # Keras apply() with the variables it was built with
                 variables = list(self._trainable_variables)
-            by_id = graph._nodes_by_id  # a property that builds a dict: read it once
-            new_ops = [by_id[i] for i in range(first_id, graph.version + 1) if i in by_id]
+            new_ops = ops_since(graph, first_id)
             if _is_keras(self):
                 result = _keras_train_op(graph, new_ops, self)
             _record(item, grads, variables, new_ops)

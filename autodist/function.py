@@ -48,7 +48,7 @@ import tensorflow as tf
 
 from autodist.errors import FunctionError, GraphChangedError
 from autodist.kernel.analysis import ancestors
-from autodist.variable_writes import is_variable_write
+from autodist.variable_writes import is_variable_write, ops_since, variable_initializers
 
 __all__ = ["DistributedFunction"]
 
@@ -79,11 +79,6 @@ def signature(args, kwargs):
     return repr(structure), tuple(_leaf_signature(leaf) for leaf in leaves)
 
 
-def _initializers(graph):
-    keys = (tf.compat.v1.GraphKeys.GLOBAL_VARIABLES, tf.compat.v1.GraphKeys.LOCAL_VARIABLES)
-    return {v.initializer for key in keys for v in graph.get_collection(key)}
-
-
 class _Trace:
     """One traced signature: its placeholders, its outputs and the ops each call runs."""
 
@@ -107,8 +102,7 @@ class _Trace:
                     "'{}' applies gradients to {} again in a new trace; a variable can be trained by one trace "
                     "only (keep the argument shapes of a training function fixed, e.g. pad the last batch)"
                     .format(self.name, retrained))
-            by_id = graph._nodes_by_id  # a property that builds a dict: read it once
-            new_ops = [by_id[i] for i in range(first_id, graph.version + 1) if i in by_id]
+            new_ops = ops_since(graph, first_id)
             train_ops = [graph.get_operation_by_name(n) for n in item.train_op_names if n not in trained]
             roots = [f if isinstance(f, tf.Operation) else f.op for f in self.fetches] + train_ops
             self.run_ops = train_ops + self._dangling(graph, new_ops, roots)
@@ -151,7 +145,7 @@ class _Trace:
     def _dangling(graph, new_ops, roots):
         """Variable writes and prints made by the trace that nothing fetched depends on."""
         reached = ancestors(roots)
-        initializers = _initializers(graph)
+        initializers = variable_initializers(graph)
         return [op for op in new_ops if (is_variable_write(op) or op.type in _PRINT_OPS)
                 and op not in reached and op not in initializers]
 

@@ -12,13 +12,23 @@ import tensorflow as tf
 from tensorflow.core.framework import variable_pb2
 from tensorflow.core.protobuf import saver_pb2
 
-__all__ = ["Info", "GradRecord", "grad_record", "op_name", "variable_handle", "tf_variable"]
+__all__ = ["Info", "GradRecord", "grad_record", "op_name", "op_of", "tensor_name", "variable_handle", "tf_variable"]
+
+
+def op_of(name):
+    """Op name of a tensor or control reference ("x:1" -> "x", "^x" -> "x")."""
+    return name[1:] if name.startswith("^") else name.split(":")[0]
+
+
+def tensor_name(name):
+    """Canonical tensor name ("x" -> "x:0")."""
+    return name if ":" in name else name + ":0"
 
 
 def op_name(x):
     """The op name of an op, a tensor, a variable or a name ("W:0" -> "W")."""
     if isinstance(x, str):
-        return x.split(":")[0] if not x.startswith("^") else x[1:]
+        return op_of(x)
     if isinstance(x, tf.Operation):
         return x.name
     return variable_handle(x).op.name
@@ -51,10 +61,6 @@ def _name(x):
     return x if isinstance(x, str) else x.name
 
 
-def _full_name(var_name):
-    return var_name if ":" in var_name else var_name + ":0"
-
-
 class Info:
     """Stores useful variable tracking information.
 
@@ -83,7 +89,7 @@ class Info:
 
     def pop_variable(self, var_name):
         """Remove and return the ``VariableDef`` named ``var_name`` ("W" or "W:0"), or None."""
-        name = _full_name(var_name)
+        name = tensor_name(var_name)
         for i, var_def in enumerate(self.variables):
             if var_def.variable_name == name:
                 return self.variables.pop(i)
@@ -143,16 +149,27 @@ class Info:
 
     # -- graph binding ---------------------------------------------------------------
     @staticmethod
-    def variable_from_def(var_def, graph):
+    def variables_by_name(graph):
+        """The variables of ``graph``'s global, then local, collection by name (first one wins)."""
+        by_name = {}
+        for key in (tf.compat.v1.GraphKeys.GLOBAL_VARIABLES, tf.compat.v1.GraphKeys.LOCAL_VARIABLES):
+            for var in graph.get_collection(key):
+                by_name.setdefault(var.name, var)
+        return by_name
+
+    @staticmethod
+    def variable_from_def(var_def, graph, by_name=None):
         """The Python variable for ``var_def`` in ``graph``.
 
         The user's own variable object is returned when the graph's collections
         hold it; otherwise one is rebuilt from the proto (no ops are created).
+        Pass ``by_name`` (``variables_by_name(graph)``) when looking up many.
         """
-        for key in (tf.compat.v1.GraphKeys.GLOBAL_VARIABLES, tf.compat.v1.GraphKeys.LOCAL_VARIABLES):
-            for var in graph.get_collection(key):
-                if var.name == var_def.variable_name:
-                    return var
+        if by_name is None:
+            by_name = Info.variables_by_name(graph)
+        var = by_name.get(var_def.variable_name)
+        if var is not None:
+            return var
         from tensorflow.python.ops import ref_variable, resource_variable_ops
         with graph.as_default():
             if var_def.is_resource:
@@ -164,10 +181,13 @@ class Info:
         keys = tf.compat.v1.GraphKeys
         present = {v.name for v in graph.get_collection(keys.GLOBAL_VARIABLES)}
         trainable_present = {v.name for v in graph.get_collection(keys.TRAINABLE_VARIABLES)}
+        by_name = self.variables_by_name(graph)
         for var_def in self.variables:
-            var = self.variable_from_def(var_def, graph)
+            var = self.variable_from_def(var_def, graph, by_name)
             if var.name not in present:
                 graph.add_to_collection(keys.GLOBAL_VARIABLES, var)
+                present.add(var.name)
+                by_name.setdefault(var.name, var)
             if var_def.trainable and var.name not in trainable_present:
                 graph.add_to_collection(keys.TRAINABLE_VARIABLES, var)
         existing = {op.name for op in graph.get_collection(keys.TABLE_INITIALIZERS)}

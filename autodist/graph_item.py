@@ -23,9 +23,9 @@ import threading
 import tensorflow as tf
 
 from autodist.errors import GraphItemError
-from autodist.graph_info import GradRecord, Info, grad_record
+from autodist.graph_info import GradRecord, Info, grad_record, tensor_name
 from autodist.graph_item_io import read_graph_item, write_graph_item
-from autodist.variable_writes import forward_reachable, is_update_candidate
+from autodist.variable_writes import forward_reachable, is_update_candidate, variable_initializers
 
 __all__ = [
     "cached_property",
@@ -166,15 +166,17 @@ class GraphItem:
     def get_all_variables(self):
         """All variables in this graph item, trainable or not."""
         with self.graph.as_default():
-            return [self.info.variable_from_def(d, self.graph) for d in self.info.variables]
+            by_name = self.info.variables_by_name(self.graph)
+            return [self.info.variable_from_def(d, self.graph, by_name) for d in self.info.variables]
 
     @cached_property
     def trainable_var_op_to_var(self):
         """Mapping from trainable variable ops (e.g. VarHandleOps) to the Variables."""
         result = {}
         with self.graph.as_default():
+            by_name = self.info.variables_by_name(self.graph)
             for var_def in self.info.trainable_variables:
-                var = self.info.variable_from_def(var_def, self.graph)
+                var = self.info.variable_from_def(var_def, self.graph, by_name)
                 result[var.op] = var
         return result
 
@@ -232,7 +234,7 @@ class GraphItem:
 
     def pop_gradient_info(self, var_name):
         """Remove the pair whose target is ``var_name`` ("W" or "W:0"); returns its GradRecord."""
-        name = var_name if ":" in var_name else var_name + ":0"
+        name = tensor_name(var_name)
         if name not in self._records:
             raise KeyError("no gradient recorded for variable '{}'".format(var_name))
         record = self._records.pop(name)
@@ -304,14 +306,7 @@ class GraphItem:
         return [op for op in self.graph.get_operations() if is_update_candidate(op, skip)]
 
     def _creation_initializers(self):
-        graph = self.graph
-        names = set()
-        for key in (tf.compat.v1.GraphKeys.GLOBAL_VARIABLES, tf.compat.v1.GraphKeys.LOCAL_VARIABLES):
-            for var in graph.get_collection(key):
-                initializer = getattr(var, "initializer", None)
-                if initializer is not None:
-                    names.add(initializer.name)
-        return names
+        return {op.name for op in variable_initializers(self.graph)}
 
     @cached_property
     def var_op_name_to_grad_info(self):

@@ -94,14 +94,10 @@ def collect_state_updates(graph=None):
     Mutates nothing; ``graph`` defaults to the default graph.
     """
     import tensorflow as tf
-    from autodist.variable_writes import is_variable_write
+    from autodist.variable_writes import is_variable_write, ops_since, variable_initializers
     graph = graph if graph is not None else tf.compat.v1.get_default_graph()
     first_id = graph.version + 1
     updates = []
     yield updates
-    keys = (tf.compat.v1.GraphKeys.GLOBAL_VARIABLES, tf.compat.v1.GraphKeys.LOCAL_VARIABLES)
-    initializers = {v.initializer for key in keys for v in graph.get_collection(key)}
-    by_id = graph._nodes_by_id
-    for op_id in range(first_id, graph.version + 1):
-        if op_id in by_id and is_variable_write(by_id[op_id]) and by_id[op_id] not in initializers:
-            updates.append(by_id[op_id])
+    initializers = variable_initializers(graph)
+    updates.extend(op for op in ops_since(graph, first_id) if is_variable_write(op) and op not in initializers)

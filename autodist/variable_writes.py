@@ -6,7 +6,8 @@ writes touch one variable, the update is the one its gradient reaches.
 """
 import tensorflow as tf
 
-__all__ = ["is_variable_write", "is_checkpoint_restore", "is_update_candidate", "forward_reachable"]
+__all__ = ["is_variable_write", "is_checkpoint_restore", "is_update_candidate", "forward_reachable", "ops_since",
+           "variable_initializers"]
 
 # Op types that write a variable: optimizer updates and assignments.
 _WRITE_OP_TYPES = frozenset({
@@ -71,3 +72,16 @@ def forward_reachable(grad, candidates, limit=200000):
             else:
                 frontier.append(consumer)
     return found
+
+
+def ops_since(graph, first_id):
+    """The ops made in ``graph`` since its version was ``first_id - 1``, in creation order."""
+    by_id = graph._nodes_by_id  # a property that builds a dict: read it once
+    return [by_id[i] for i in range(first_id, graph.version + 1) if i in by_id]
+
+
+def variable_initializers(graph):
+    """The initializer ops of the variables in ``graph``'s global and local collections."""
+    keys = (tf.compat.v1.GraphKeys.GLOBAL_VARIABLES, tf.compat.v1.GraphKeys.LOCAL_VARIABLES)
+    return {v.initializer for key in keys for v in graph.get_collection(key)
+            if getattr(v, "initializer", None) is not None}

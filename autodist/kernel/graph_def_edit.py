@@ -20,22 +20,13 @@ import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2, graph_pb2
 
 from autodist.errors import TransformError
+from autodist.graph_info import op_of, tensor_name
 
 __all__ = ["GraphDefEditor", "Scratch", "tensor_name", "op_of", "index_of"]
 
 _REPLICA = "AutoDist-Replica-"
 _PLACEHOLDER = "AutoDist-Splice-in-"
 _CONTROL = "AutoDist-Splice-ctl-"
-
-
-def op_of(name):
-    """Op name of a tensor or control reference ("x:1" -> "x", "^x" -> "x")."""
-    return name[1:] if name.startswith("^") else name.split(":")[0]
-
-
-def tensor_name(name):
-    """Canonical tensor name ("x" -> "x:0")."""
-    return name if ":" in name else name + ":0"
 
 
 def index_of(graph_def):
