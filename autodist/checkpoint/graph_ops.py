@@ -23,22 +23,22 @@ other nodes' servers.
 import collections
 
 import tensorflow as tf
-from tensorflow.python.ops import collective_ops, gen_resource_variable_ops
+from tensorflow.python.ops import gen_resource_variable_ops
 
 from autodist.errors import CheckpointError
+from autodist.kernel.initialization import barrier, broadcast_values
+from autodist.kernel.plan import KEY_WINDOW
+from autodist.kernel.synchronization.proxy import PROXY_PATTERN
 
-__all__ = ["build_reads", "build_restore", "restore_instance_key", "PROXY_PATTERN"]
+__all__ = ["build_reads", "build_restore", "restore_instance_key"]
 
-#: The handle op of a parameter-server variable's local proxy (``autodist.kernel.synchronization.proxy``).
-PROXY_PATTERN = "AutoDist-Proxy/{}/proxy"
 _KEY_OFFSET = 95000   # in the job's key window, above the init op's collectives (90000 + dtypes)
 _KEYS_PER_SLOT = 64
-_KEY_WINDOW = 100000   # keys per job (autodist.kernel.plan)
 
 
 def restore_instance_key(plan, slot, index):
     """Collective instance key of restore op ``slot``'s ``index``-th broadcast: equal on every node."""
-    if index >= _KEYS_PER_SLOT or _KEY_OFFSET + _KEYS_PER_SLOT * (slot + 1) > _KEY_WINDOW:
+    if index >= _KEYS_PER_SLOT or _KEY_OFFSET + _KEYS_PER_SLOT * (slot + 1) > KEY_WINDOW:
         raise CheckpointError("restore op {} (dtype group {}) has no collective key left in the job's window; "
                               "use fewer Savers".format(slot, index))
     return plan.key_base + _KEY_OFFSET + _KEYS_PER_SLOT * slot + index
@@ -79,10 +79,6 @@ def build_reads(graph, plan, entries, device):
     return values
 
 
-def _wire_dtype(dtype):
-    return tf.int32 if dtype == tf.bool else dtype
-
-
 def _chief_side(graph, plan, entries, sources):
     """Assign PS pieces and the chief replica's copies; returns the assign ops."""
     assigns = []
@@ -112,36 +108,10 @@ def _mirrored_groups(entries):
 
 def _broadcast_group(graph, plan, group, key):
     """One collective for a dtype group; the chief replica sends, every other replica receives and assigns."""
-    dtype = group[0][1]
-    sizes = [piece.shape.num_elements() for piece, _ in group]
-    done = []
-    for replica in plan.local:
-        with tf.device(replica.device):
-            if replica.global_index == plan.chief_replica.global_index:
-                flat = tf.concat([tf.reshape(_read(graph, replica.prefix + piece.name, dtype), [-1])
-                                  for piece, _ in group], 0)
-                done.append(collective_ops.broadcast_send_v2(
-                    tf.cast(flat, _wire_dtype(dtype)), plan.num_replicas, plan.group_key, key).op)
-                continue
-            flat = collective_ops.broadcast_recv_v2(tf.constant([sum(sizes)]), _wire_dtype(dtype),
-                                                    plan.num_replicas, plan.group_key, key)
-            pieces = tf.split(tf.cast(flat, dtype), sizes) if len(group) > 1 else [tf.cast(flat, dtype)]
-        for (piece, _), part in zip(group, pieces):
-            done.append(_assign(graph, replica.prefix + piece.name, tf.reshape(part, piece.shape)))
-    return done
-
-
-def _barrier(plan, key):
-    done = []
-    for replica in plan.local:
-        with tf.device(replica.device):
-            if replica.global_index == plan.chief_replica.global_index:
-                token = tf.constant([1], tf.int32)
-                done.append(collective_ops.broadcast_send_v2(token, plan.num_replicas, plan.group_key, key).op)
-            else:
-                done.append(collective_ops.broadcast_recv_v2(tf.constant([1]), tf.int32, plan.num_replicas,
-                                                            plan.group_key, key).op)
-    return done
+    return broadcast_values(
+        plan, plan.local, key, group[0][1], [piece.shape for piece, _ in group],
+        read=lambda replica, i: _read(graph, replica.prefix + group[i][0].name, group[i][1]),
+        assign=lambda replica, i, value: _assign(graph, replica.prefix + group[i][0].name, value))
 
 
 def _refresh_proxies(graph, plan, entries):
@@ -175,7 +145,7 @@ def build_restore(graph, plan, entries, sources, slot, name):
             for index, group in enumerate(groups):
                 synced += _broadcast_group(graph, plan, group, restore_instance_key(plan, slot, index))
         else:
-            synced += _barrier(plan, restore_instance_key(plan, slot, 0))
+            synced += barrier(plan, restore_instance_key(plan, slot, 0), plan.local)
     sync = tf.group(*synced, name=name + "/sync")
     local = tf.group(*_refresh_proxies(graph, plan, entries), name=name + "/local")
     return servers, sync, local

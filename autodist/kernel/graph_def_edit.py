@@ -21,10 +21,10 @@ from tensorflow.core.framework import attr_value_pb2, graph_pb2
 
 from autodist.errors import TransformError
 from autodist.graph_info import op_of, tensor_name
+from autodist.kernel.plan import REPLICA_PREFIX
 
 __all__ = ["GraphDefEditor", "Scratch", "tensor_name", "op_of", "index_of"]
 
-_REPLICA = "AutoDist-Replica-"
 _PLACEHOLDER = "AutoDist-Splice-in-"
 _CONTROL = "AutoDist-Splice-ctl-"
 
@@ -167,7 +167,7 @@ class Scratch:
         # replica copies are skipped (all under "AutoDist-Replica-<i>/", a prefix
         # scratch graphs never build under), which keeps this cheap.
         for name in editor.positions:
-            if not name.startswith(_REPLICA):
+            if not name.startswith(REPLICA_PREFIX):
                 self.graph.unique_name(name, mark_as_used=True)
 
     def tensor(self, name, dtype=None, shape=None):

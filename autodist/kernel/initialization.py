@@ -24,6 +24,7 @@ collectives therefore only touches this node's own devices; work on other
 nodes' servers runs in steps without collectives.
 """
 import collections
+import contextlib
 
 import tensorflow as tf
 from tensorflow.python.ops import collective_ops, gen_resource_variable_ops
@@ -32,7 +33,8 @@ from autodist.errors import TransformError
 from autodist.kernel.reshaper import Reshaper
 from autodist.kernel.synchronization import staleness
 
-__all__ = ["build_init_ops", "INIT_OPS", "INIT_SERVERS", "INIT_SYNC", "INIT_LOCAL", "INIT_KEY_OFFSET"]
+__all__ = ["build_init_ops", "broadcast_values", "barrier", "INIT_OPS", "INIT_SERVERS", "INIT_SYNC", "INIT_LOCAL",
+           "INIT_KEY_OFFSET"]
 
 INIT_SERVERS = "AutoDist-Init/servers"
 INIT_SYNC = "AutoDist-Init/sync"
@@ -66,36 +68,44 @@ def _is_root(plan, replica):
     return replica.global_index == plan.chief_replica.global_index
 
 
-def _broadcast(scratch, plan, group, key, replicas):
-    """One collective for every mirrored variable of one dtype; returns the ops that finish it."""
-    dtype = group[0].dtype
-    sizes = [f.shape.num_elements() for f in group]
+def _scoped(scope, replica):
+    return tf.name_scope(scope(replica)) if scope is not None else contextlib.nullcontext()
+
+
+def broadcast_values(plan, replicas, key, dtype, shapes, read, assign, scope=None):
+    """One collective that copies the root replica's values of one dtype to every other replica.
+
+    ``read(replica, i)`` reads value ``i`` on the root, ``assign(replica, i,
+    value)`` writes it on a receiver; ``shapes[i]`` is its (fully defined)
+    shape; ``scope(replica)``, if given, names the ops. Returns the ops that
+    finish the broadcast (the send, or the receivers' assignments). Used by
+    initialization and by checkpoint restores.
+    """
+    sizes = [shape.num_elements() for shape in shapes]
     done = []
     for replica in replicas:
-        with tf.device(replica.device), tf.name_scope("AutoDist-Init/{}{}/".format(replica.prefix, dtype.name)):
+        with tf.device(replica.device), _scoped(scope, replica):
             reshape = Reshaper()
             if _is_root(plan, replica):
-                reads = [reshape(gen_resource_variable_ops.read_variable_op(
-                    scratch.tensor(replica.prefix + f.name, dtype=tf.resource, shape=[]), dtype), [-1])
-                    for f in group]
-                flat = tf.cast(tf.concat(reads, 0), _wire_dtype(dtype))
+                flat = tf.concat([reshape(read(replica, i), [-1]) for i in range(len(shapes))], 0)
                 done.append(collective_ops.broadcast_send_v2(
-                    flat, group_size=plan.num_replicas, group_key=plan.group_key, instance_key=key).op)
+                    tf.cast(flat, _wire_dtype(dtype)), group_size=plan.num_replicas, group_key=plan.group_key,
+                    instance_key=key).op)
                 continue
             flat = collective_ops.broadcast_recv_v2(
                 tf.constant([sum(sizes)]), _wire_dtype(dtype), group_size=plan.num_replicas,
                 group_key=plan.group_key, instance_key=key)
-            pieces = tf.split(tf.cast(flat, dtype), sizes) if len(group) > 1 else [tf.cast(flat, dtype)]
-            for facts, piece in zip(group, pieces):
-                handle = scratch.tensor(replica.prefix + facts.name, dtype=tf.resource, shape=[])
-                done.append(gen_resource_variable_ops.assign_variable_op(handle, reshape(piece, facts.shape)))
+            pieces = tf.split(tf.cast(flat, dtype), sizes) if len(shapes) > 1 else [tf.cast(flat, dtype)]
+            for i, (piece, shape) in enumerate(zip(pieces, shapes)):
+                done.append(assign(replica, i, reshape(piece, shape)))
     return done
 
 
-def _barrier(plan, key, replicas):
+def barrier(plan, key, replicas, scope=None):
+    """A one-scalar broadcast from the root replica: nobody passes it before the root has started."""
     done = []
     for replica in replicas:
-        with tf.device(replica.device), tf.name_scope("AutoDist-Init/{}barrier/".format(replica.prefix)):
+        with tf.device(replica.device), _scoped(scope, replica):
             if _is_root(plan, replica):
                 done.append(collective_ops.broadcast_send_v2(tf.constant([1], tf.int32), plan.num_replicas,
                                                              plan.group_key, key).op)
@@ -103,6 +113,20 @@ def _barrier(plan, key, replicas):
                 done.append(collective_ops.broadcast_recv_v2(tf.constant([1]), tf.int32, plan.num_replicas,
                                                             plan.group_key, key).op)
     return done
+
+
+def _broadcast(scratch, plan, group, key, replicas):
+    """One collective for every mirrored variable of one dtype; returns the ops that finish it."""
+    dtype = group[0].dtype
+
+    def handle(replica, i):
+        return scratch.tensor(replica.prefix + group[i].name, dtype=tf.resource, shape=[])
+
+    return broadcast_values(
+        plan, replicas, key, dtype, [f.shape for f in group],
+        read=lambda replica, i: gen_resource_variable_ops.read_variable_op(handle(replica, i), dtype),
+        assign=lambda replica, i, value: gen_resource_variable_ops.assign_variable_op(handle(replica, i), value),
+        scope=lambda replica: "AutoDist-Init/{}{}/".format(replica.prefix, dtype.name))
 
 
 def build_init_ops(editor, plan, item):
@@ -135,7 +159,7 @@ def build_init_ops(editor, plan, item):
             synced = [op for i, group in enumerate(groups)
                       for op in _broadcast(scratch, plan, group, key + i, built_for)]
         else:
-            synced = _barrier(plan, key, built_for)
+            synced = barrier(plan, key, built_for, scope=lambda r: "AutoDist-Init/{}barrier/".format(r.prefix))
         tf.group(*synced, name=INIT_SYNC)
         synced = [op.name for op in synced]
         fill = staleness.prefill(scratch, plan)

@@ -13,13 +13,15 @@ from here, so each node of a job derives the same names, keys and devices.
                all-reduced variables, batch-norm statistics): one copy per replica
 """
 import dataclasses
+import functools
 import hashlib
 import re
 from typing import Dict, FrozenSet, List
 
 from autodist.errors import TransformError
 
-__all__ = ["NodeContext", "Replica", "VarPlan", "Plan", "build_plan", "replica_prefix", "REPLICA_PREFIX"]
+__all__ = ["NodeContext", "Replica", "VarPlan", "Plan", "build_plan", "replica_prefix", "host_cpu", "REPLICA_PREFIX",
+           "KEY_WINDOW"]
 
 REPLICA_PREFIX = "AutoDist-Replica-"
 _TASK = re.compile(r"^/job:worker/task:(\d+)/device:([A-Z]+):(\d+)$")
@@ -106,9 +108,9 @@ class Plan:
         return [name for name in self.analysis.variables if name not in self.ps_state]
 
     def host_cpu(self, task):
-        return "/job:worker/task:{}/device:CPU:0".format(task)
+        return host_cpu(task)
 
-    @property
+    @functools.cached_property
     def chief_replica(self):
         """The replica that initializes mirrored state and broadcasts it: the chief's first."""
         for replica in self.replicas:
@@ -118,6 +120,11 @@ class Plan:
 
     def is_shared(self, op_name):
         return op_name in self.shared_ops
+
+
+def host_cpu(task):
+    """The CPU device of task ``task``."""
+    return "/job:worker/task:{}/device:CPU:0".format(task)
 
 
 def _task_of(device):
@@ -138,7 +145,7 @@ def _replicas(strategy, node):
                                  .format(device, task, node.num_tasks))
         replica = Replica(local_index=len(local) if task == node.task_index else -1,
                           global_index=index, device=device,
-                          host_cpu="/job:worker/task:{}/device:CPU:0".format(task))
+                          host_cpu=host_cpu(task))
         replicas.append(replica)
         if task == node.task_index:
             local.append(replica)
@@ -174,7 +181,7 @@ def _node_configs(strategy):
     return configs
 
 
-_KEY_WINDOW = 100000
+KEY_WINDOW = 100000
 
 
 def _key_base(node):
@@ -187,7 +194,7 @@ def _key_base(node):
     if node.collective_key_base:
         return node.collective_key_base
     digest = int(hashlib.sha256(node.job_id.encode()).hexdigest()[:8], 16)
-    return _KEY_WINDOW * (1 + digest % 20000)
+    return KEY_WINDOW * (1 + digest % 20000)
 
 
 def build_plan(analysis, strategy, node):
@@ -216,10 +223,10 @@ def build_plan(analysis, strategy, node):
     for owned, owner in ps_state.items():
         for op in analysis.variables[owned].creation_ops:
             shared_devices[op] = plans[owner].device
-    node_cpu = "/job:worker/task:{}/device:CPU:0".format(node.task_index)
+    node_cpu = host_cpu(node.task_index)
     for op in analysis.input_pipeline:
         shared_devices.setdefault(op, node_cpu)
     base = _key_base(node)
     return Plan(node=node, analysis=analysis, replicas=replicas, local=local, vars=plans,
                 shared_ops=frozenset(shared_devices), shared_devices=shared_devices, ps_state=ps_state,
-                key_base=base, group_key=base // _KEY_WINDOW)
+                key_base=base, group_key=base // KEY_WINDOW)

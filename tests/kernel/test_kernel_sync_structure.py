@@ -139,6 +139,29 @@ def test_relay_all_reduce_when_a_job_mixes_servers_and_all_reduce_across_nodes(c
     np.testing.assert_allclose(chief.read("w"), -LR * 2 * np.full(2, 2.0), rtol=1e-6)
 
 
+def _sparse_model():
+    x = tf1.placeholder(tf.float32, [None, 2], name="x")
+    w = tf1.get_variable("w", initializer=tf.zeros([2]))
+    emb = tf1.get_variable("emb", initializer=tf.zeros([3, 2]))
+    rows = tf.gather(emb, tf.constant([0, 2]))
+    loss = tf.reduce_sum(tf.reduce_mean(x, 0) * (w + rows))
+    return {"train": tf1.train.GradientDescentOptimizer(LR).minimize(loss)}
+
+
+def test_relay_of_a_sparse_gradient_keeps_each_replica_dense_shape(cluster):
+    strategy = make_strategy([T0C0, T0C1, T1C0], ps={"w": dict(device=T0C0)}, ar={"emb": {}})
+    results = transform_job(_sparse_model, strategy, num_tasks=2)
+    chief, other = cluster(2).open_job(results)
+    xs = [np.full([2, 2], float(r + 1), np.float32) for r in range(3)]
+    for _ in range(2):
+        parallel([lambda: chief.train({"x:0": xs[:2]}), lambda: other.train({"x:0": xs[2:]})])
+    expected = np.zeros([3, 2], np.float32)
+    expected[[0, 2]] = -LR * 2 * 2.0         # two steps of the mean gradient (1 + 2 + 3) / 3
+    copies = ((chief, "AutoDist-Replica-0/"), (chief, "AutoDist-Replica-1/"), (other, "AutoDist-Replica-0/"))
+    for node, prefix in copies:
+        np.testing.assert_allclose(node.read(prefix + "emb"), expected, rtol=1e-6)
+
+
 def test_relay_refuses_compression_naming_the_variable():
     strategy = make_strategy([T0C0, T1C0], ps={"w": dict(device=T0C0)},
                              ar={"b": dict(compressor=AR.HorovodCompressor)})

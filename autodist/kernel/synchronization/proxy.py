@@ -13,7 +13,11 @@ import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
 from tensorflow.python.ops import gen_resource_variable_ops
 
-__all__ = ["add_proxies"]
+__all__ = ["add_proxies", "PROXY_PATTERN"]
+
+_SCOPE = "AutoDist-Proxy/{}/"
+#: The handle op of a variable's local proxy (checkpoint restores refresh it by this name).
+PROXY_PATTERN = _SCOPE + "proxy"
 
 
 def _forward_reads(plan, var_op):
@@ -40,7 +44,7 @@ def add_proxies(editor, plan, visible):
     with scratch.graph.as_default():
         for var in proxied:
             facts = plan.analysis.variables[var.op_name]
-            with tf.name_scope("AutoDist-Proxy/{}/".format(var.op_name)):
+            with tf.name_scope(_SCOPE.format(var.op_name)):
                 with tf.device(device):
                     handle = gen_resource_variable_ops.var_handle_op(
                         dtype=facts.dtype, shape=facts.shape, shared_name="", name="proxy")

@@ -18,6 +18,7 @@ and is refused here.
 import tensorflow as tf
 
 from autodist.errors import TransformError
+from autodist.graph_info import tensor_name
 from autodist.kernel.reshaper import Reshaper
 from autodist.kernel.synchronization import compressor as comp
 from autodist.kernel.synchronization import wiring
@@ -100,11 +101,12 @@ def _sparse(scratch, plan, var, reduced):
             return [tf.truediv(taken.values, tf.cast(plan.num_replicas, facts.dtype)), taken.indices]
         with tf.control_dependencies([push]):
             mean_values, mean_indices = _exchange(plan, name, push, take, [facts.dtype, tf.int64])
+        original = plan.analysis.graph.get_tensor_by_name(parts["indices"]).dtype
+        indices_name = tf.cast(mean_indices, original).name
         for replica in plan.local:
-            original = plan.analysis.graph.get_tensor_by_name(parts["indices"]).dtype
-            result = {"values": mean_values.name, "indices": tf.cast(mean_indices, original).name}
+            result = {"values": mean_values.name, "indices": indices_name}
             if "dense_shape" in parts:
-                result["dense_shape"] = scratch.tensor(replica.prefix + parts["dense_shape"]).name
+                result["dense_shape"] = tensor_name(replica.prefix + parts["dense_shape"])
             reduced[(replica.prefix, var.op_name)] = result
 
 
