@@ -20,7 +20,7 @@ import difflib
 import ipaddress
 import re
 
-__all__ = ["address_problem", "canonical_address", "is_loopback", "did_you_mean", "check_rules"]
+__all__ = ["address_problem", "canonical_address", "is_loopback", "did_you_mean", "check_rules", "task_order"]
 
 _LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)\Z")
 
@@ -70,6 +70,15 @@ def is_loopback(address):
         return address.lower() == "localhost"
     mapped = getattr(ip, "ipv4_mapped", None)
     return ip.is_loopback or (mapped is not None and mapped.is_loopback)
+
+
+def task_order(addresses):
+    """Node addresses in TensorFlow task order: sorted as strings, so every process agrees.
+
+    The order is textual (``10.0.0.10`` before ``10.0.0.9``). The resource
+    spec (device names) and the job context (server tasks) both use this.
+    """
+    return sorted(addresses)
 
 
 def did_you_mean(name, choices):

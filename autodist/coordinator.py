@@ -52,12 +52,13 @@ _MAKE_WORKDIR = ("import os, sys; p = os.path.expanduser(sys.argv[1]); "
 
 
 def default_runner(node, resource_spec, sink=None):
-    """Local runner for a loopback node without an ssh group, an SSH runner otherwise."""
+    """Local runner for a node without an ssh group, an SSH runner otherwise.
+
+    Only the chief and loopback nodes may lack an ssh group (a spec rule).
+    """
     from autodist.runner import LocalRunner, SSHRunner
     ssh = resource_spec.ssh_config_map.get(node.address)
     if ssh is None:
-        if not resource_spec.is_loopback(node.address) and node.address != resource_spec.chief:
-            raise LaunchError("node {} has no ssh_config; add one to reach it".format(node.address))
         return LocalRunner(name=node.address, sink=sink)
     return SSHRunner(node.address, ssh, sink=sink)
 
@@ -207,7 +208,7 @@ class Coordinator:
                 continue
             runner = self._runners[node.address]
             argv = [self._python_for(runner), "-m", "autodist.server", "--job-id", self.job_id,
-                    "--cluster", cluster, "--task", str(self.context.addresses.index(node.address)),
+                    "--cluster", cluster, "--task", str(self.spec.task_index(node.address)),
                     "--cpus", str(cpu_count_of(node)), "--chief-task", str(self.context.chief_task)]
             self._servers[node.address] = runner.run(argv, env={"PYTHONUNBUFFERED": "1"},
                                                      log_path=self._log(node.address, "server"))

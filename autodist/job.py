@@ -15,6 +15,7 @@ import dataclasses
 import json
 from typing import Dict, Optional
 
+from autodist._spec_rules import task_order
 from autodist.errors import LaunchError
 
 __all__ = ["JobContext", "ENV_VAR"]
@@ -41,8 +42,8 @@ class JobContext:
 
     @property
     def addresses(self):
-        """Node addresses in task order (sorted as strings, identical on every node)."""
-        return sorted(self.servers)
+        """Node addresses in task order (``task_order``: identical on every node)."""
+        return task_order(self.servers)
 
     @property
     def task_index(self):

@@ -33,7 +33,7 @@ import types
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Tuple
 
-from autodist._spec_rules import address_problem, check_rules, is_loopback
+from autodist._spec_rules import address_problem, check_rules, is_loopback, task_order
 from autodist._spec_schema import SPEC
 from autodist._spec_tree import Context, parse_text, tree_from_python
 from autodist.errors import ResourceSpecError
@@ -169,8 +169,7 @@ class ResourceSpec:
                 for index in indices:
                     device = DeviceSpec(node.address, device_type, index)
                     self._devices[device.name_string()] = device
-        addresses = sorted(n.address for n in self._nodes)
-        self._ranks = {address: k for k, address in enumerate(addresses)}
+        self._ranks = {address: k for k, address in enumerate(task_order(n.address for n in self._nodes))}
 
     @property
     def path(self):

@@ -12,7 +12,6 @@ The init op is a collective over every replica, so it returns when the whole
 job is up; until then a member only waits (bounded by ``init_timeout``).
 """
 import os
-import time
 
 import tensorflow as tf
 
@@ -22,6 +21,7 @@ from autodist.job import JobContext
 from autodist.kernel.graph_transformer import GraphTransformer
 from autodist.kernel.initialization import INIT_OPS
 from autodist.kernel.plan import NodeContext
+from autodist.runner.base import wait_until
 from autodist.session import DistributedSession, FetchMapper, WatchedCaller, await_failure
 
 __all__ = ["build_strategy", "single_node_job", "load_strategy", "open_session"]
@@ -48,13 +48,10 @@ def single_node_job(resource_spec, job_id, strategy):
 def load_strategy(context):
     """A member's strategy: the file the chief wrote (waits for it, bounded)."""
     from autodist.strategies.base import Strategy
-    deadline = time.monotonic() + context.strategy_wait
     path = os.path.expanduser(context.strategy_path)  # a path on this node, maybe "~/..."
-    while not os.path.exists(path):
-        if time.monotonic() > deadline:
-            raise LaunchError("node {}: the chief's strategy did not appear at {} within {:.0f} s".format(
-                context.address, context.strategy_path, context.strategy_wait))
-        time.sleep(0.2)
+    if not wait_until(lambda: os.path.exists(path), context.strategy_wait, 0.2):
+        raise LaunchError("node {}: the chief's strategy did not appear at {} within {:.0f} s".format(
+            context.address, context.strategy_path, context.strategy_wait))
     return Strategy.deserialize(path=path)
 
 

@@ -19,7 +19,6 @@ so such errors wait up to ``PEER_ERROR_GRACE`` seconds for that report.
 """
 import queue
 import threading
-import time
 
 import numpy as np
 import tensorflow as tf
@@ -27,6 +26,7 @@ from tensorflow.python.client import session as tf_session
 
 from autodist.errors import GraphChangedError, SessionError
 from autodist.graph_info import tf_variable
+from autodist.runner.base import wait_until
 
 __all__ = ["DistributedSession", "FetchMapper", "WatchedCaller", "await_failure", "flatten_fetches",
            "PEER_ERROR_GRACE"]
@@ -39,12 +39,7 @@ _PEER_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.Ca
 
 def await_failure(failure, error, grace=PEER_ERROR_GRACE, interval=0.1):
     """The job failure that explains TensorFlow ``error``, waiting up to ``grace`` s for it; or None."""
-    deadline = time.monotonic() + (grace if isinstance(error, _PEER_ERRORS) else 0.0)
-    while True:
-        found = failure()
-        if found is not None or time.monotonic() >= deadline:
-            return found
-        time.sleep(interval)
+    return wait_until(failure, grace if isinstance(error, _PEER_ERRORS) else 0.0, interval)
 
 
 def flatten_fetches(fetches):

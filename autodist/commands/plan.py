@@ -22,7 +22,7 @@ import sys
 
 from autodist.errors import CaptureError, StrategyError
 
-__all__ = ["register", "make_builder", "parse_builder_args"]
+__all__ = ["register", "make_builder", "parse_builder_args", "builder_from_args", "require_file"]
 
 
 def _builders():
@@ -103,15 +103,25 @@ def make_builder(name, kwargs):
     return cls(**kwargs)
 
 
+def builder_from_args(args):
+    """The builder that ``-s`` / ``--arg`` ask for, or None without ``-s``."""
+    if args.builder_args and not args.strategy:
+        raise StrategyError("--arg needs -s/--strategy: the arguments belong to a builder")
+    return make_builder(args.strategy, parse_builder_args(args.builder_args)) if args.strategy else None
+
+
+def require_file(path):
+    """FileNotFoundError (what the CLI reports as a missing file) unless ``path`` is a file."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(2, "No such file", path)
+
+
 def _plan(args):
     from autodist.resource_spec import ResourceSpec
     is_script = args.target.endswith(".py")
     if not is_script and args.script_args:
         _late_options(args)
-    if args.builder_args and not args.strategy:
-        raise StrategyError("--arg needs -s/--strategy: the arguments belong to a builder")
-    builder = (make_builder(args.strategy, parse_builder_args(args.builder_args))
-               if args.strategy else None)
+    builder = builder_from_args(args)
     spec = ResourceSpec(args.resource_spec) if args.resource_spec else None
     if is_script:
         graph_item, spec, builder = _from_script(args.target, args.script_args, spec, builder)
@@ -125,8 +135,7 @@ def _from_graph_item_file(args, spec, builder):
     if spec is None:
         raise StrategyError("planning GraphItem file {} needs a resource spec: add -r SPEC"
                             .format(args.target))
-    if not os.path.isfile(args.target):
-        raise FileNotFoundError(2, "No such file", args.target)
+    require_file(args.target)
     from autodist.graph_item import GraphItem
     from autodist.strategies import PSLoadBalancing
     return GraphItem.deserialize(args.target), builder or PSLoadBalancing()
@@ -134,8 +143,7 @@ def _from_graph_item_file(args, spec, builder):
 
 def _from_script(script, script_args, spec, builder):
     """Run ``script`` until it asks for a session; (graph item, spec, builder) with CLI overrides."""
-    if not os.path.isfile(script):
-        raise FileNotFoundError(2, "No such file", script)
+    require_file(script)
     from autodist.api import SessionRequested, intercept_session_requests
     saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [script] + list(script_args)

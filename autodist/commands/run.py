@@ -14,8 +14,8 @@ import argparse
 import os
 import sys
 
-from autodist.commands.plan import make_builder, parse_builder_args
-from autodist.errors import RemoteWorkerError, StrategyError
+from autodist.commands.plan import builder_from_args, require_file
+from autodist.errors import RemoteWorkerError
 
 __all__ = ["register", "worker_argv"]
 
@@ -53,12 +53,9 @@ def worker_argv(spec, strategy, builder_args, script, script_args):
 def _run(args):
     from autodist.api import AutoDist
     from autodist.autorun import run_script
-    if args.builder_args and not args.strategy:
-        raise StrategyError("--arg needs -s/--strategy: the arguments belong to a builder")
-    builder = make_builder(args.strategy, parse_builder_args(args.builder_args)) if args.strategy else None
+    builder = builder_from_args(args)
     spec, script = os.path.abspath(args.resource_spec), os.path.abspath(args.script)
-    if not os.path.isfile(script):
-        raise FileNotFoundError(2, "No such file", args.script)
+    require_file(args.script)
     ad = AutoDist(spec, builder, launch_argv=worker_argv(spec, args.strategy, args.builder_args, script,
                                                          args.script_args))
     try:

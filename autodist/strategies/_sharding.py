@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Tuple
 
 __all__ = ["Sharding", "even_sizes", "partition_string", "parse_partition_string", "part_name",
-           "shard_count", "water_fill", "write_sharded_node"]
+           "shard_count", "splittable", "water_fill", "write_sharded_node"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +88,13 @@ def write_sharded_node(node, var, targets, sharding, fill, synchronizer):
         fill(getattr(part, synchronizer), target)
 
 
+def splittable(var, shard_bytes):
+    """Whether ``var`` may be split into shards of about ``shard_bytes`` at all: larger than
+    one shard, outside control flow, of a known shape that is not a scalar's."""
+    return (var.byte_size > max(1, int(shard_bytes)) and not var.in_control_flow and var.shape_known
+            and bool(var.shape))
+
+
 def shard_count(var, axis, shard_bytes, max_shards):
     """How many shards ``var`` gets along ``axis`` so that each is about ``shard_bytes``.
 
@@ -95,9 +102,9 @@ def shard_count(var, axis, shard_bytes, max_shards):
     empty variables and when fewer than two shards would result; never more
     than the split dimension or ``max_shards``.
     """
+    if not splittable(var, shard_bytes):
+        return 1
     shard_bytes = max(1, int(shard_bytes))
-    if var.byte_size <= shard_bytes or var.in_control_flow or not var.shape_known or not var.shape:
-        return 1   # the size test first: it settles most variables cheaply
     wanted = -(-var.byte_size // shard_bytes)   # ceil division
     k = min(wanted, var.shape[axis], max_shards)
     return k if k >= 2 else 1

@@ -12,8 +12,7 @@ choice of the axis a large variable is split along.
 """
 from autodist.proto import synchronizers_pb2
 from autodist.strategies._arguments import check_choice, check_chunk_size
-from autodist.strategies._sharding import (Sharding, even_sizes, write_sharded_node,
-                                           shard_count)
+from autodist.strategies._sharding import Sharding, even_sizes, shard_count, splittable, write_sharded_node
 from autodist.strategies.base import VariableStrategyBuilder
 
 __all__ = ["AllReduce", "ARConfig", "write_ar_node", "ALL_REDUCE_SPECS", "COMPRESSORS"]
@@ -91,8 +90,7 @@ class AllReduce(VariableStrategyBuilder):
 
     def sharding(self, var):
         """Even shards of about ``shard_bytes`` along :meth:`split_axis`, or None."""
-        if var.byte_size <= self.shard_bytes or var.in_control_flow or not var.shape_known \
-                or not var.shape:
+        if not splittable(var, self.shard_bytes):
             return None
         axis = self.split_axis(var)
         if axis is None:
