@@ -226,8 +226,7 @@ class DistributedSession(tf_session.SessionInterface):
                     "and train op before creating the session".format(op.name, self._version,
                                                                       self._original.version))
 
-    def _map_fetches(self, fetches):
-        leaves, pack = flatten_fetches(fetches)
+    def _map_fetches(self, leaves, pack):
         names, rebuilders = [], []
         for leaf in leaves:
             copies, rebuild = self._mapper.fetch(leaf)
@@ -246,8 +245,9 @@ class DistributedSession(tf_session.SessionInterface):
         return feeds
 
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
-        self._check_graph(flatten_fetches(fetches)[0] + list(feed_dict or {}))
-        names, unflatten = self._map_fetches(fetches)
+        leaves, pack = flatten_fetches(fetches)
+        self._check_graph(leaves + list(feed_dict or {}))
+        names, unflatten = self._map_fetches(leaves, pack)
         feeds = self._map_feeds(feed_dict)
         values = self._call(lambda: self._session.run(names, feeds, options=options, run_metadata=run_metadata))
         return unflatten(values)

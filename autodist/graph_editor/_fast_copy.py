@@ -32,17 +32,18 @@ def _source_graph_def(graph, ops, src_names, with_library):
     ``as_graph_def()`` as is, library included; a part of a graph is gathered
     op by op, with only the functions its nodes need.
     """
+    whole = None
     if len(ops) == len(graph.get_operations()):
-        graph_def = graph.as_graph_def()
-        if all(node.name == name for node, name in zip(graph_def.node, src_names)):
+        whole = graph.as_graph_def()
+        if all(node.name == name for node, name in zip(whole.node, src_names)):
             if not with_library:
-                graph_def.ClearField("library")
-            return graph_def
+                whole.ClearField("library")
+            return whole
     graph_def = graph_pb2.GraphDef()
     graph_def.versions.CopyFrom(graph.graph_def_versions)
     graph_def.node.extend(op.node_def for op in ops)
     if with_library and _library.graph_may_have_functions(graph):
-        library = graph.as_graph_def().library
+        library = (whole if whole is not None else graph.as_graph_def()).library
         graph_def.library.CopyFrom(_library.library_closure(graph_def.node, library))
     return graph_def
 

@@ -30,12 +30,13 @@ def collection_targets(info):
     return targets
 
 
-def assign_collections(info):
+def assign_collections(info, targets):
     """What ``assign_renamed_collections_handler`` does, in one pass per collection.
 
-    Copies are appended in the order of the source collection. Mutates ``graph_``.
+    ``targets`` is ``collection_targets(info)``. Copies are appended in the
+    order of the source collection. Mutates ``graph_``.
     """
-    for name, target in collection_targets(info).items():
+    for name, target in targets.items():
         for item in info.collections[name]:
             if isinstance(item, tf.Operation):
                 item_ = info.transformed_ops.get(item)

@@ -53,10 +53,13 @@ def detach_control_outputs(sgv, control_outputs):
     sgv = subgraph.make_view(sgv)
     control_outputs.update()
     inside = set(sgv.ops)
+    removals = {}  # consumer -> its control inputs from the view (one rewrite per consumer)
     for op in sgv.ops:
         for consumer in control_outputs.get(op):
             if consumer not in inside and op in consumer.control_inputs:
-                reroute.remove_control_inputs(consumer, op)
+                removals.setdefault(consumer, []).append(op)
+    for consumer, ops in removals.items():
+        reroute.remove_control_inputs(consumer, ops)
     control_outputs.update(force=True)
 
 

@@ -178,8 +178,9 @@ class Transformer:
             info = _TmpInfo(sgv, dst_graph, dst_scope, src_scope)
             for op in sgv.ops:
                 info.new_name(op.name)  # fail before anything is created
+            targets = None
             if self.assign_collections_handler is assign_renamed_collections_handler:
-                _finish.collection_targets(info)  # raises on a bad collection name
+                targets = _finish.collection_targets(info)  # raises on a bad collection name
             if not sgv.ops:
                 inputs_, outputs_ = [], []
             elif self.transform_op_handler is copy_op_handler:
@@ -187,7 +188,7 @@ class Transformer:
             else:
                 inputs_, outputs_ = self._copy_ops(info), None
             self._finalize_original_ops(info)
-            self._assign_collections(info)
+            self._assign_collections(info, targets)
             passthroughs_ = [self._transform_external(info, t) for t in sgv.passthroughs]
         sgv_ = _finish.result_view(info, sgv, inputs_, outputs_, passthroughs_)
         return sgv_, TransformerInfo(info)
@@ -253,9 +254,9 @@ class Transformer:
     def _finalize_original_ops(self, info):
         _finish.link_original_ops(info, self.transform_original_op_handler)
 
-    def _assign_collections(self, info):
-        if self.assign_collections_handler is assign_renamed_collections_handler:
-            _finish.assign_collections(info)
+    def _assign_collections(self, info, targets):
+        if targets is not None:
+            _finish.assign_collections(info, targets)
             return
         for op in info.sgv.ops:
             self.assign_collections_handler(info, op, info.transformed_ops[op])

@@ -7,6 +7,7 @@ can work on plain Python lists of ``tf.Operation`` / ``tf.Tensor``.
 """
 import collections.abc
 import contextlib
+import functools
 import re
 
 import tensorflow as tf
@@ -360,6 +361,7 @@ def clean_graph_context(graph):
         yield graph
 
 
+@functools.lru_cache(maxsize=None)
 def get_predefined_collection_names():
     """The collection names of ``tf.compat.v1.GraphKeys`` (never renamed by copies)."""
     # vars() rather than getattr(): the deprecated VARIABLES alias warns on access.
