@@ -19,6 +19,7 @@ accumulator). A parameter-server variable and its slots live together on the
 server and are written by exactly one apply per step.
 """
 import dataclasses
+import functools
 from typing import Dict, FrozenSet, List, Tuple
 
 import tensorflow as tf
@@ -73,6 +74,14 @@ class GraphAnalysis:
     input_pipeline: FrozenSet[str] = frozenset()  # iterators, their datasets and initializers
     state_ops: Dict[str, FrozenSet[str]] = dataclasses.field(default_factory=dict)
     deterministic: FrozenSet[str] = frozenset()   # variables every process initializes identically
+
+    @functools.cached_property
+    def writes_by_target(self):
+        """Variable op -> the apply ops that write it (``writes`` inverted, computed once)."""
+        by_target = {}
+        for op, target in self.writes.items():
+            by_target.setdefault(target, []).append(op)
+        return by_target
 
 
 def resource_source(tensor):

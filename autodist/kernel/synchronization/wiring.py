@@ -30,7 +30,8 @@ def shared_state_of(plan, var_op):
 def state_writes(plan, var_op):
     """Apply-part ops (single-device names) that write ``var_op`` or one of its slots."""
     owned = shared_state_of(plan, var_op)
-    return sorted(op for op, target in plan.analysis.writes.items() if target in owned)
+    by_target = plan.analysis.writes_by_target
+    return sorted(op for target in owned for op in by_target.get(target, ()))
 
 
 def disable_writes(editor, plan, var_op, prefix, after):
