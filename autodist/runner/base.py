@@ -21,7 +21,7 @@ import time
 
 from autodist.errors import RemoteWorkerError
 
-__all__ = ["Runner", "ProcessHandle", "OutputPump", "capture", "wait_until", "write_line",
+__all__ = ["Runner", "ProcessHandle", "EventProcessHandle", "OutputPump", "capture", "wait_until", "write_line",
            "DISCARD", "CONNECTION_LOST", "MAX_TAIL_LINES"]
 
 CONNECTION_LOST = 255
@@ -157,6 +157,22 @@ class ProcessHandle(abc.ABC):
     def __repr__(self):
         return "<{} {} pid={} pgid={} code={}>".format(
             type(self).__name__, self.name, self.pid, self.pgid, self.poll())
+
+
+class EventProcessHandle(ProcessHandle):
+    """A handle whose exit is an event: subclasses set ``_code``, then ``_done``."""
+
+    def __init__(self, name, argv, pump):
+        super().__init__(name, argv, pump)
+        self._code = None
+        self._done = threading.Event()
+
+    def poll(self):
+        return self._code if self._done.is_set() else None
+
+    def wait(self, timeout=None):
+        self._done.wait(timeout)
+        return self.poll()
 
 
 class Runner(abc.ABC):

@@ -18,7 +18,7 @@ import dataclasses
 import threading
 from typing import Dict, List, Optional
 
-from autodist.runner.base import CONNECTION_LOST, OutputPump, ProcessHandle, Runner
+from autodist.runner.base import CONNECTION_LOST, EventProcessHandle, OutputPump, Runner
 from autodist.runner.shell import validate_argv, validate_env
 
 __all__ = ["RecordingRunner", "RecordedHandle", "RecordedCall"]
@@ -34,15 +34,13 @@ class RecordedCall:
     log_path: Optional[str]
 
 
-class RecordedHandle(ProcessHandle):
+class RecordedHandle(EventProcessHandle):
 
     def __init__(self, name, call, pid, sink):
         super().__init__(name, call.argv, OutputPump(name, sink, call.log_path))
         self.call = call
         self.pid = self.pgid = pid
         self.terminated = False
-        self._code = None
-        self._done = threading.Event()
 
     def emit(self, output):
         """Make the process print ``output`` (lines are completed with a newline)."""
@@ -61,13 +59,6 @@ class RecordedHandle(ProcessHandle):
     def drop_connection(self):
         self.connection_lost = True
         self.finish(CONNECTION_LOST)
-
-    def poll(self):
-        return self._code if self._done.is_set() else None
-
-    def wait(self, timeout=None):
-        self._done.wait(timeout)
-        return self.poll()
 
     def terminate(self, grace=5.0):
         if not self._done.is_set():

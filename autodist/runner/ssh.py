@@ -26,7 +26,7 @@ import time
 import paramiko
 
 from autodist.errors import LaunchError
-from autodist.runner.base import (CONNECTION_LOST, OutputPump, ProcessHandle, Runner,
+from autodist.runner.base import (CONNECTION_LOST, EventProcessHandle, OutputPump, Runner,
                                   write_line)
 from autodist.runner.hostkeys import DEFAULT_KNOWN_HOSTS, TrustPolicy, changed_key_error
 from autodist.runner.shell import (kill_command, makedirs_command, parse_pgid_line,
@@ -45,7 +45,7 @@ def _reason(exc):
     return "{}: {}".format(type(exc).__name__, text) if text else type(exc).__name__
 
 
-class SSHProcessHandle(ProcessHandle):
+class SSHProcessHandle(EventProcessHandle):
 
     def __init__(self, runner, argv, channel, sink, log_path):
         self._pgid_settled = threading.Event()  # pgid announced, or output over without it
@@ -54,8 +54,6 @@ class SSHProcessHandle(ProcessHandle):
         self._runner = runner
         self._channel = channel
         self._transport = channel.get_transport()
-        self._code = None
-        self._done = threading.Event()
         self._term_lock = threading.Lock()
         self._terminated = False
         threading.Thread(target=self._read, daemon=True,
@@ -96,13 +94,6 @@ class SSHProcessHandle(ProcessHandle):
         if channel.status_event.is_set() and channel.exit_status >= 0:
             return channel.exit_status, False
         return CONNECTION_LOST, not self._transport.is_active()
-
-    def poll(self):
-        return self._code if self._done.is_set() else None
-
-    def wait(self, timeout=None):
-        self._done.wait(timeout)
-        return self.poll()
 
     def terminate(self, grace=5.0):
         with self._term_lock:
