@@ -101,7 +101,8 @@ def main():
                     print("step {} loss {:.6f}".format(step, value), flush=True)
                 values = sess.run(trained)
     checksum = {v.op.name: [float(np.sum(x)), float(np.sum(np.abs(x)))] for v, x in zip(trained, values)}
-    print("weights", json.dumps(checksum, sort_keys=True), flush=True)
+    # One string: print() writes its arguments separately, and the other nodes' lines may land between.
+    print("weights " + json.dumps(checksum, sort_keys=True), flush=True)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from autodist.errors import PreflightError, RemoteWorkerError
 from autodist.job import JobContext
 from autodist.resource_spec import ResourceSpec
 from autodist.runner import LocalRunner, RecordingRunner, new_job_id
+from autodist.runner.base import wait_until
 from autodist.runner.preflight import VERSIONS_MARKER, local_versions
 from autodist.server import READY
 
@@ -120,7 +121,8 @@ def test_a_failing_script_stops_the_job_and_names_host_code_and_log(launch):
     assert error.host == worker.name and error.exit_code == 3 and "ValueError: boom" in error.log_tail
     assert "training script exited with code 3" in str(error)
     others = [h for h in cluster.handles("server") + cluster.handles("worker") if h is not worker]
-    assert all(h.terminated for h in others)
+    # The failure is published first, then the others are stopped (by the watch thread).
+    assert wait_until(lambda: all(h.terminated for h in others), 5.0)
 
 
 def test_a_dropped_connection_or_a_server_exit_is_a_failure(launch):
