@@ -80,3 +80,10 @@ def test_equivalent_to_single_device(builder, model, topology, pools, tmp_path):
     reference = _reference(model)
     for node_losses, node_values in results:
         harness.check(reference, losses, node_values)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_auto_strategy_equivalent_to_single_device(model, pools, tmp_path):
+    """AutoStrategy's plan (whichever candidate it picks) trains like one device, as every builder does."""
+    test_equivalent_to_single_device("AutoStrategy", model, "2nodes-2+1", pools, tmp_path)

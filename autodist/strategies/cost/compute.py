@@ -16,6 +16,7 @@ directory by a hash of the graph and the batch.
 paper): ``3 x`` the forward float operations of MatMul and Conv2D (forward,
 and the two products of backprop) over ``Calibration.flops``.
 """
+import dataclasses
 import hashlib
 import json
 import os
@@ -26,7 +27,7 @@ from autodist.fileio import atomic_write_bytes
 from autodist.strategies.cost.calibration import DEFAULT_CALIBRATION_DIR
 from autodist.strategies.cost.model import Compute
 
-__all__ = ["measure_compute", "estimate_compute", "forward_flops", "graph_key", "TRAIN_FLOPS_FACTOR"]
+__all__ = ["measure_compute", "estimate_compute", "measure_or_estimate", "forward_flops", "graph_key", "TRAIN_FLOPS_FACTOR"]
 
 #: A training step's float operations per forward one (forward, input gradient, weight gradient).
 TRAIN_FLOPS_FACTOR = 3.0
@@ -75,13 +76,24 @@ def _tensor_name(name):
     return name if ":" in name else name + ":0"
 
 
+def _initializers(graph_item, tf):
+    """Initializer op names: the item's, and those of the variables and tables its graph collects."""
+    keys = tf.compat.v1.GraphKeys
+    source = graph_item.graph
+    names = list(graph_item.info.initializers)
+    for key in (keys.GLOBAL_VARIABLES, keys.LOCAL_VARIABLES):
+        names += [v.initializer.name for v in source.get_collection(key)]
+    names += [op.name for op in source.get_collection(keys.TABLE_INITIALIZERS)]
+    return list(dict.fromkeys(names))
+
+
 def _run(graph_item, batch, steps, warmup):
     import numpy as np
     import tensorflow as tf
     graph = tf.Graph()
     with graph.as_default():
         tf.graph_util.import_graph_def(graph_item.graph_def, name="")
-    initializers = [graph.get_operation_by_name(name) for name in graph_item.info.initializers]
+    initializers = [graph.get_operation_by_name(name) for name in _initializers(graph_item, tf)]
     train = [graph.get_operation_by_name(name) for name in graph_item.train_op_names]
     sparse = {_tensor_name(r.target): graph.get_tensor_by_name(r.indices)
               for r in graph_item.grad_records if r.is_sparse}
@@ -136,3 +148,14 @@ def estimate_compute(graph_item, calibration, batch):
     sparse = {_tensor_name(r.target): _prod(_dims(graph.get_tensor_by_name(r.indices), batch) or [batch])
               for r in graph_item.grad_records if r.is_sparse}
     return Compute(step_s=flops / calibration.flops, source="estimate", sparse_rows=sparse, batch=batch)
+
+
+def measure_or_estimate(graph_item, calibration, batch, directory=None):
+    """Measured when the graph runs here on synthetic feeds, else estimated (``source`` says why)."""
+    import tensorflow as tf
+    try:
+        return measure_compute(graph_item, batch, directory=directory)
+    except (tf.errors.OpError, ValueError, TypeError, KeyError) as exc:
+        estimate = estimate_compute(graph_item, calibration, batch)
+        return dataclasses.replace(estimate, source="estimate (the graph did not run here: {})".format(
+            type(exc).__name__))

@@ -123,7 +123,7 @@ def probe(spec, repeats=5, sink=None):
 def _probe_job(spec, repeats, sink, tf, np, host_cpu, node_config, chief_cpus):
     from autodist.runner import new_job_id
     from autodist.runtime.coordinator import Coordinator
-    coordinator = Coordinator(spec, "probe-" + new_job_id(), sink=sink)
+    coordinator = Coordinator(spec, new_job_id(), sink=sink)
     with tempfile.TemporaryDirectory(prefix="autodist-probe-") as staging:
         empty = os.path.join(staging, "strategy.pb")
         open(empty, "wb").close()   # the job ships no strategy: the coordinator copies an empty file

@@ -21,12 +21,14 @@ message: Horovod's casts float32 to float16 (half the bytes), PowerSGD sends
 two rank-r factors of a matrix, ``(rows + cols) * r`` elements in two rings.
 """
 import dataclasses
+import functools
 from typing import Dict, Tuple
 
 from autodist.kernel.contract import Compressor, read_entries
 from autodist.strategies.report import pieces
 
-__all__ = ["RPC", "COLLECTIVE", "Link", "StepTraffic", "step_traffic", "node_of", "wire_bytes"]
+__all__ = ["RPC", "COLLECTIVE", "Link", "StepTraffic", "step_traffic", "node_of", "wire_bytes", "add_entry",
+           "group_messages", "ring"]
 
 RPC = "rpc"
 COLLECTIVE = "collective"
@@ -46,40 +48,44 @@ class Link:
     messages: int = 0
 
 
-@dataclasses.dataclass
 class StepTraffic:
-    """Per-step traffic of a plan: ``links[(transport, src, dst)]`` and the servers' work."""
+    """Per-step traffic of a plan: ``links[(transport, src, dst)]`` and the servers' work.
 
-    links: Dict[Tuple[str, str, str], Link] = dataclasses.field(default_factory=dict)
-    server_bytes: Dict[str, float] = dataclasses.field(default_factory=dict)   # node -> bytes aggregated
+    Per-node totals are kept as links are added, so a search can add and take
+    back a variable's traffic and read a node's totals in constant time.
+    """
+
+    def __init__(self):
+        self.links: Dict[Tuple[str, str, str], Link] = {}
+        self.server_bytes: Dict[str, float] = {}     # node -> bytes its servers aggregate
+        self._sent, self._received, self._local = {}, {}, {}
 
     def add(self, transport, src, dst, nbytes, messages=1):
         link = self.links.setdefault((transport, src, dst), Link())
         link.bytes += nbytes
         link.messages += messages
+        if src == dst:
+            self._local[src] = self._local.get(src, 0.0) + nbytes
+            return
+        for totals, node in ((self._sent, src), (self._received, dst)):
+            total = totals.setdefault((node, transport), [0.0, 0])
+            total[0] += nbytes
+            total[1] += messages
 
     def sent(self, node, transport):
         """``(bytes, messages)`` ``node`` sends to other nodes over ``transport``."""
-        return _total(link for (t, s, d), link in self.links.items() if t == transport and s == node != d)
+        return tuple(self._sent.get((node, transport), (0.0, 0)))
 
     def received(self, node, transport):
-        return _total(link for (t, s, d), link in self.links.items() if t == transport and d == node != s)
+        return tuple(self._received.get((node, transport), (0.0, 0)))
 
     def local_bytes(self, node):
         """Bytes copied inside ``node`` (a replica and a server, or two replicas, of one node)."""
-        return sum(link.bytes for (_, s, d), link in self.links.items() if s == d == node)
+        return self._local.get(node, 0.0)
 
     def nodes(self):
         found = {s for _, s, _ in self.links} | {d for _, _, d in self.links} | set(self.server_bytes)
         return sorted(found)
-
-
-def _total(links):
-    nbytes, messages = 0.0, 0
-    for link in links:
-        nbytes += link.bytes
-        messages += link.messages
-    return nbytes, messages
 
 
 def wire_bytes(sync, var, nbytes, sparse_rows=None):
@@ -99,21 +105,68 @@ def wire_bytes(sync, var, nbytes, sparse_rows=None):
     return float(nbytes)
 
 
-def _ps(traffic, replicas, sync, message):
-    server = node_of(sync.destination)
+@functools.lru_cache(maxsize=64)
+def _replica_nodes(replicas):
+    """``((node, replicas on it), ...)`` in first-seen order."""
+    counts = {}
     for replica in replicas:
-        node = node_of(replica)
-        traffic.add(RPC, node, server, message)
-        traffic.add(RPC, server, node, message)
-    traffic.server_bytes[server] = traffic.server_bytes.get(server, 0.0) + len(replicas) * message
+        counts[node_of(replica)] = counts.get(node_of(replica), 0) + 1
+    return tuple(counts.items())
 
 
-def _ring(traffic, replicas, hop_bytes, messages):
+@functools.lru_cache(maxsize=64)
+def _ring_hops(replicas):
+    """``((src node, dst node, hops), ...)`` of the ring over ``replicas`` (in order, wrapping)."""
+    hops = {}
     n = len(replicas)
-    if n < 2:
-        return
     for i, replica in enumerate(replicas):
-        traffic.add(COLLECTIVE, node_of(replica), node_of(replicas[(i + 1) % n]), hop_bytes, messages)
+        pair = (node_of(replica), node_of(replicas[(i + 1) % n]))
+        hops[pair] = hops.get(pair, 0) + 1
+    return tuple((src, dst, count) for (src, dst), count in hops.items())
+
+
+def _ps(traffic, replicas, sync, message, scale):
+    server = node_of(sync.destination)
+    for node, count in _replica_nodes(tuple(replicas)):
+        traffic.add(RPC, node, server, scale * count * message, scale * count)
+        traffic.add(RPC, server, node, scale * count * message, scale * count)
+    traffic.server_bytes[server] = traffic.server_bytes.get(server, 0.0) + scale * len(replicas) * message
+
+
+def ring(traffic, replicas, hop_bytes, messages):
+    """Add one ring over ``replicas`` (in order, wrapping): every hop ``hop_bytes`` in ``messages``."""
+    if len(replicas) < 2:
+        return
+    for src, dst, count in _ring_hops(tuple(replicas)):
+        traffic.add(COLLECTIVE, src, dst, count * hop_bytes, count * messages)
+
+
+def add_entry(traffic, entry, var, replicas, rows=None, scale=1):
+    """Add (``scale=-1``: take back) one variable entry's traffic; returns ``{group: rings}`` of its
+    dense all-reduced pieces, whose bytes are added here and whose messages count once per group
+    (``group_messages``)."""
+    n = len(replicas)
+    groups = {}
+    for _, sync, nbytes in pieces(entry, var):
+        if sync is None:
+            continue
+        message = wire_bytes(sync, var, nbytes, rows)
+        if sync.kind == "ps":
+            _ps(traffic, replicas, sync, message, scale)
+        elif var is not None and var.is_sparse:
+            ring(traffic, replicas, scale * (n - 1) * message, scale * max(n - 1, 0))
+        else:
+            ring(traffic, replicas, scale * 2.0 * (n - 1) / n * message, 0)
+            rings = 2 if sync.compressor == Compressor.PowerSGDCompressor else 1
+            groups[sync.group] = max(groups.get(sync.group, 0), rings)
+    return groups
+
+
+def group_messages(traffic, replicas, groups):
+    """Add the messages of the fused all-reduce groups ``{group: rings}``: 2 (N - 1) a ring and hop."""
+    n = len(replicas)
+    for group in sorted(groups):
+        ring(traffic, replicas, 0.0, 2 * (n - 1) * groups[group])
 
 
 def step_traffic(strategy, variables, sparse_rows=None):
@@ -124,26 +177,11 @@ def step_traffic(strategy, variables, sparse_rows=None):
     entries = read_entries(strategy)
     by_name = {v.name: v for v in variables}
     rows = sparse_rows or {}
-    replicas = entries.replicas
-    n = len(replicas)
     traffic = StepTraffic()
-    groups = {}          # dense all-reduce: group -> fused bytes
+    groups = {}
     for entry in entries.variables.values():
-        var = by_name.get(entry.var_name)
-        for _, sync, nbytes in pieces(entry, var):
-            if sync is None:
-                continue
-            message = wire_bytes(sync, var, nbytes, rows.get(entry.var_name))
-            if sync.kind == "ps":
-                _ps(traffic, replicas, sync, message)
-            elif var is not None and var.is_sparse:
-                _ring(traffic, replicas, (n - 1) * message, max(n - 1, 0))
-            else:
-                rings = 2 if sync.compressor == Compressor.PowerSGDCompressor else 1
-                fused, count = groups.get(sync.group, (0.0, 0))
-                groups[sync.group] = (fused + message, max(count, rings))
-    for group in sorted(groups):
-        fused, rings = groups[group]
-        if n > 1:
-            _ring(traffic, replicas, 2.0 * (n - 1) / n * fused, 2 * (n - 1) * rings)
+        for group, rings in add_entry(traffic, entry, by_name.get(entry.var_name), entries.replicas,
+                                      rows.get(entry.var_name)).items():
+            groups[group] = max(groups.get(group, 0), rings)
+    group_messages(traffic, entries.replicas, groups)
     return traffic
