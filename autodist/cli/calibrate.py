@@ -1,6 +1,6 @@
 """``autodist calibrate``: measure the cluster's transport for the cost model, and cache it.
 
-    autodist calibrate -r SPEC [--repeats 5] [--format table|json] [--show]
+    autodist calibrate -r SPEC [--repeats 7] [--format table|json] [--show]
 
 Starts a TensorFlow server on every node of the spec (as a job does), measures
 latency and bandwidth of TensorFlow's own transport between them, the fixed
@@ -31,7 +31,7 @@ def register(subparsers):
         description="Probe TensorFlow's transport between the spec's nodes and cache the figures the cost "
                     "model (autodist plan, AutoStrategy) predicts step times with.")
     parser.add_argument("-r", "--resource-spec", metavar="SPEC", required=True, help="resource spec (YAML)")
-    parser.add_argument("--repeats", type=int, default=5, help="timed runs per measurement (default 5)")
+    parser.add_argument("--repeats", type=int, default=7, help="timed runs per measurement (default 7)")
     parser.add_argument("--show", action="store_true", help="print the cached figures (or the prior); no probe")
     parser.add_argument("--format", choices=("table", "json"), default="table", help="output format")
     parser.set_defaults(handler=_calibrate)

@@ -96,6 +96,10 @@ class AutoStrategy(StrategyBuilder):
             compute = estimate_compute(graph_item, calibration, self._batch)
         return self.search_variables(builder_variables(graph_item), resource_spec, compute, calibration)
 
+    def build_from_variables(self, variables, resource_spec):
+        """The chosen Strategy for a ``BuilderVariable`` list, as every variable builder offers."""
+        return self.search_variables(variables, resource_spec, self._compute).strategy
+
     def calibration(self, resource_spec):
         """The rounded calibration the search uses on ``resource_spec``."""
         return (self._calibration or cluster_calibration(resource_spec)).rounded()
