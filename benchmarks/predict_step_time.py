@@ -87,7 +87,10 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=1, help="TensorFlow threads, as step_time.py's --threads")
     parser.add_argument("--calibration-dir", help="where the probe's cache is (default ~/.autodist/calibration)")
     parser.add_argument("--label", default="predict_step_time", help="results file name")
+    parser.add_argument("--results-dir", help="default: benchmarks/results")
     args = parser.parse_args(argv)
+    if args.results_dir:
+        _results.RESULTS_DIR = os.path.abspath(args.results_dir)
     if args.threads:
         os.environ["TF_NUM_INTRAOP_THREADS"] = os.environ["TF_NUM_INTEROP_THREADS"] = str(args.threads)
     os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})

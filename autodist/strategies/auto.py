@@ -33,7 +33,7 @@ from autodist.proto import strategy_pb2
 from autodist.strategies.all_reduce import AllReduce
 from autodist.strategies.base import Strategy, StrategyBuilder
 from autodist.strategies.cost import Compute, cluster_calibration, predict
-from autodist.strategies.cost.model import exposed_comm_s, node_comm_s
+from autodist.strategies.cost.model import exposed_comm_s, fixed_step_s, node_comm_s
 from autodist.strategies.cost.traffic import StepTraffic, add_entry, group_messages
 from autodist.strategies.inputs import all_cpu_servers, builder_variables, replica_devices
 from autodist.strategies.parallax import Parallax
@@ -161,7 +161,8 @@ class _Search:
 
     def cost(self):
         comm = max(node_comm_s(self.traffic, n, self.calibration) for n in self.nodes)
-        return exposed_comm_s(comm, self.compute.step_s, self.calibration.overlap)
+        return (exposed_comm_s(comm, self.compute.step_s, self.calibration.overlap)
+                + fixed_step_s(self.traffic, self.calibration))
 
     def options(self, var):
         """Entries ``var`` may take: all-reduce, each server, even shards on the least loaded servers."""

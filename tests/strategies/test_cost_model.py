@@ -32,8 +32,10 @@ def _links(traffic):
 
 
 def _calibration(**changes):
-    values = dict(rpc_latency_s=0.01, rpc_bandwidth=1000.0, collective_latency_s=0.02, collective_bandwidth=500.0,
-                  local_bandwidth=8000.0, update_bytes_per_s=8000.0, fixed_step_s=0.5, overlap=0.5, flops=1e9)
+    values = dict(rpc_latency_s=0.01, rpc_bandwidth=1000.0, rpc_duplex=1.0, collective_latency_s=0.02,
+                  collective_bandwidth=500.0,
+                  local_bandwidth=8000.0, update_bytes_per_s=8000.0, fixed_step_s=0.5, round_trip_s=0.1, overlap=0.5,
+                  flops=1e9)
     values.update(changes)
     return Calibration(**values)
 
@@ -46,6 +48,18 @@ def test_ps_push_and_pull_per_link():
     assert traffic.server_bytes == {A: 8000.0}
     assert traffic.sent(B, RPC) == (4000.0, 1) and traffic.received(B, RPC) == (4000.0, 1)
     assert traffic.local_bytes(A) == 8000.0 and traffic.local_bytes(B) == 0
+
+
+def test_ps_sums_a_nodes_replicas_before_pushing():
+    spec = _spec_from([(A, (), (0, 1)), (B, (), (0,))])   # A runs two replicas, the server is B:CPU:0
+    w = _var("W", [1000])
+    entry = variable_entry(w.name, "W", [PSEntry(B + ":CPU:0", sync=True)])
+    traffic = step_traffic(_strategy([entry], [A + ":CPU:0", A + ":CPU:1", B + ":CPU:0"]), [w])
+    # A: one local sum (4000 B copied), one push; both replicas pull; B pushes and pulls locally
+    assert _links(traffic) == {(RPC, A, A): (4000.0, 1), (RPC, A, B): (4000.0, 1), (RPC, B, A): (8000.0, 2),
+                               (RPC, B, B): (8000.0, 2)}
+    assert traffic.server_bytes == {B: 8000.0}   # one sum per node
+    assert spec.num_cpus == 3
 
 
 def test_partitioned_ps_shards_go_to_their_servers():
@@ -69,14 +83,15 @@ def test_ring_all_reduce_fuses_a_group_and_rings_the_replicas():
     # hop bytes 2 (N - 1) / N * G = 4/3 * (6000 + 1000); 2 (N - 1) = 4 messages per group and hop
     hop = (4.0 / 3.0 * 6000 + 4.0 / 3.0 * 1000, 8)
     assert _links(traffic) == {(COLLECTIVE, A, A): hop, (COLLECTIVE, A, B): hop, (COLLECTIVE, B, A): hop}
+    assert traffic.round_trips() == 1
 
 
 def test_sparse_all_reduce_is_an_all_gather_of_the_touched_rows():
     emb = _var("emb", [100, 4], sparse=True)   # rows of 16 bytes, + 8 bytes of index each
     entry = variable_entry(emb.name, "emb", [AllReduceEntry()])
     strategy = _strategy([entry], [A + ":CPU:0", B + ":CPU:0"])
-    traffic = step_traffic(strategy, [emb], {emb.name: 10})
-    assert _links(traffic) == {(COLLECTIVE, A, B): (240.0, 1), (COLLECTIVE, B, A): (240.0, 1)}
+    traffic = step_traffic(strategy, [emb], {emb.name: 10})   # padded to 16 rows; 5 collectives of N - 1 = 1 message
+    assert _links(traffic) == {(COLLECTIVE, A, B): (384.0, 5), (COLLECTIVE, B, A): (384.0, 5)}
     dense = step_traffic(strategy, [emb])   # no row count: its dense size, the upper bound
     assert dense.links[(COLLECTIVE, A, B)].bytes == 1600.0
 
@@ -110,12 +125,22 @@ def test_prediction_of_a_ps_plan_by_hand():
     assert node_comm_s(traffic, A, calibration) == pytest.approx(4.01 + 1.0 + 1.0)
     assert node_comm_s(traffic, B, calibration) == pytest.approx(4.01)
     prediction = predict(strategy, [w], Compute(3.0), calibration)
-    # backprop 2 s x overlap 0.5 hides 1 s; step = 3 + 0.5 + 5.01
+    # backprop 2 s x overlap 0.5 hides 1 s; fixed = 0.5 + 3 round trips (pull, push, token) x 0.1
+    assert traffic.round_trips() == 3
     assert prediction.bottleneck == A
-    assert prediction.step_s == pytest.approx(8.51)
-    assert prediction.comm_share == pytest.approx(5.01 / 8.51)
+    assert prediction.step_s == pytest.approx(3 + 0.8 + 5.01)
+    assert prediction.comm_share == pytest.approx(5.01 / 8.81)
     data = prediction.to_dict()
-    assert data["predicted_step_ms"] == pytest.approx(8510.0) and data["fixed_ms"] == 500.0
+    assert data["predicted_step_ms"] == pytest.approx(8810.0) and data["fixed_ms"] == 800.0
+
+
+def test_half_duplex_sends_and_receives_in_turn():
+    spec = _spec_from([(A, (), (0,)), (B, (), (0,))])
+    w = _var("W", [1000])
+    traffic = step_traffic(PS().build_from_variables([w], spec), [w])
+    # B sends 4000 and receives 4000 B: 4 s both ways at once, 8 s in turn, 6 s half way; + 1 message x 0.01 s
+    assert node_comm_s(traffic, B, _calibration(rpc_duplex=0.0)) == pytest.approx(8.01)
+    assert node_comm_s(traffic, B, _calibration(rpc_duplex=0.5)) == pytest.approx(6.01)
 
 
 def test_one_node_prediction_is_deterministic_and_counts_local_copies():

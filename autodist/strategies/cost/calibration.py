@@ -3,10 +3,11 @@
     calibration = load_calibration(spec)      # the cached probe, or None
     calibration = calibration or prior_calibration(spec)
 
-A :class:`Calibration` holds per-transport latency and bandwidth, the
+A :class:`Calibration` holds per-transport latency and bandwidth (and
+whether a node's parameter-server traffic flows both ways at once), the
 in-process copy bandwidth, the parameter servers' cost per aggregated byte,
-the fixed cost of one distributed step (session overhead and a round trip to
-every node), the fraction of backprop that communication can hide, and the
+the fixed cost of one session step and of each sequential round trip to
+another node, the fraction of backprop that communication can hide, and the
 floating-point rate of one replica (for planning a graph nothing ran).
 
 The probe (``autodist calibrate -r SPEC``, :mod:`.probe`) writes the cache:
@@ -25,7 +26,7 @@ import os
 from autodist.fileio import atomic_write_bytes
 
 __all__ = ["Calibration", "prior_calibration", "spec_key", "calibration_path", "load_calibration",
-           "save_calibration", "DEFAULT_CALIBRATION_DIR", "PRIOR_LATENCY_S", "PRIOR_FIXED_STEP_S",
+           "save_calibration", "DEFAULT_CALIBRATION_DIR", "PRIOR_LATENCY_S", "PRIOR_FIXED_STEP_S", "PRIOR_ROUND_TRIP_S",
            "PRIOR_FLOPS", "PRIOR_GPU_FLOPS", "PRIOR_LOCAL_BANDWIDTH", "PRIOR_UPDATE_BYTES_PER_S"]
 
 #: Where the probe's results are cached (``~`` expanded when used).
@@ -34,6 +35,7 @@ DEFAULT_CALIBRATION_DIR = os.path.join("~", ".autodist", "calibration")
 #: a CPU replica's and a GPU replica's sustained float rate, in-process copies, a server's apply rate.
 PRIOR_LATENCY_S = 100e-6
 PRIOR_FIXED_STEP_S = 1e-3
+PRIOR_ROUND_TRIP_S = 2 * PRIOR_LATENCY_S
 PRIOR_FLOPS = 20e9
 PRIOR_GPU_FLOPS = 25e12
 PRIOR_LOCAL_BANDWIDTH = 5e9
@@ -46,11 +48,13 @@ class Calibration:
 
     rpc_latency_s: float
     rpc_bandwidth: float
+    rpc_duplex: float         # 1: a node sends and receives at once; 0: one after the other
     collective_latency_s: float
     collective_bandwidth: float
     local_bandwidth: float
     update_bytes_per_s: float
-    fixed_step_s: float
+    fixed_step_s: float       # a session step that stays on the chief
+    round_trip_s: float       # one more for each sequential exchange with another node
     overlap: float            # 0: communication waits for backprop; 1: it hides under all of it
     flops: float              # one replica's float operations per second
     source: str = "prior"     # "prior" or "probe"
@@ -74,10 +78,10 @@ def prior_calibration(spec):
     """Constants from the spec alone: ``network_bandwidth`` (slowest node) and the priors."""
     bandwidth = min(spec.network_bandwidth.values()) * 1e9 / 8
     on_gpus = spec.num_gpus > 0
-    return Calibration(rpc_latency_s=PRIOR_LATENCY_S, rpc_bandwidth=bandwidth,
+    return Calibration(rpc_latency_s=PRIOR_LATENCY_S, rpc_bandwidth=bandwidth, rpc_duplex=1.0,
                        collective_latency_s=PRIOR_LATENCY_S, collective_bandwidth=bandwidth,
                        local_bandwidth=PRIOR_LOCAL_BANDWIDTH, update_bytes_per_s=PRIOR_UPDATE_BYTES_PER_S,
-                       fixed_step_s=PRIOR_FIXED_STEP_S, overlap=1.0 if on_gpus else 0.0,
+                       fixed_step_s=PRIOR_FIXED_STEP_S, round_trip_s=PRIOR_ROUND_TRIP_S, overlap=1.0 if on_gpus else 0.0,
                        flops=PRIOR_GPU_FLOPS if on_gpus else PRIOR_FLOPS, source="prior")
 
 

@@ -6,15 +6,19 @@
 The step of a synchronous plan is::
 
     step = compute + fixed + exposed communication
+    fixed = session step + round trips x round-trip time (3 with a synchronous parameter
+            server on another node: pull, push, release token; 1 with only collectives)
     communication = max over nodes of the node's time on the wire and at work:
-        per transport  max(bytes sent, bytes received) / bandwidth
+        per transport  (max(sent, received) + (1 - duplex) min(sent, received)) / bandwidth
                        + max(messages sent, messages received) * latency
         + bytes copied inside the node / local bandwidth
         + bytes its parameter servers aggregate / update rate
     exposed = communication - min(communication, overlap * backward share * compute)
 
-A node's links share its network interface, which is full duplex: what it
-sends and what it receives overlap, transports and messages add up. The
+A node's links share its network interface: transports and messages add up;
+what it sends and what it receives overlap as far as the probe found
+(``rpc_duplex``: 1 for a NIC; a loopback node whose one core also serializes
+the bytes is nearer 0; a collective's bandwidth is measured both ways at once). The
 slowest node sets the pace, as every replica waits for the step's last
 gradient. ``compute`` is one replica's single-device step (:mod:`.compute`);
 ``BACKWARD_SHARE`` of it is backprop, under which a GPU's all-reduce can run
@@ -26,7 +30,7 @@ from typing import Dict, Optional
 
 from autodist.strategies.cost.traffic import COLLECTIVE, RPC, step_traffic
 
-__all__ = ["BACKWARD_SHARE", "Compute", "Prediction", "node_comm_s", "predict", "exposed_comm_s"]
+__all__ = ["BACKWARD_SHARE", "Compute", "Prediction", "node_comm_s", "predict", "exposed_comm_s", "fixed_step_s"]
 
 #: Backprop's share of a training step's compute (two of the three matrix products per layer).
 BACKWARD_SHARE = 2.0 / 3.0
@@ -72,12 +76,13 @@ class Prediction:
 def node_comm_s(traffic, node, calibration):
     """Seconds ``node`` spends per step on its links, its local copies and its servers' work."""
     seconds = 0.0
-    for transport, latency, bandwidth in ((RPC, calibration.rpc_latency_s, calibration.rpc_bandwidth),
-                                          (COLLECTIVE, calibration.collective_latency_s,
-                                           calibration.collective_bandwidth)):
+    for transport, latency, bandwidth, duplex in (
+            (RPC, calibration.rpc_latency_s, calibration.rpc_bandwidth, calibration.rpc_duplex),
+            (COLLECTIVE, calibration.collective_latency_s, calibration.collective_bandwidth, 1.0)):
         sent, sent_messages = traffic.sent(node, transport)
         received, received_messages = traffic.received(node, transport)
-        seconds += max(sent, received) / bandwidth + max(sent_messages, received_messages) * latency
+        both_ways = max(sent, received) + (1.0 - duplex) * min(sent, received)
+        seconds += both_ways / bandwidth + max(sent_messages, received_messages) * latency
     seconds += traffic.local_bytes(node) / calibration.local_bandwidth
     seconds += traffic.server_bytes.get(node, 0.0) / calibration.update_bytes_per_s
     return seconds
@@ -95,6 +100,11 @@ def predict(strategy, variables, compute, calibration):
     bottleneck = max(sorted(per_node), key=per_node.get, default="")
     comm = per_node.get(bottleneck, 0.0)
     exposed = exposed_comm_s(comm, compute.step_s, calibration.overlap)
-    step = compute.step_s + calibration.fixed_step_s + exposed
-    return Prediction(step_s=step, compute_s=compute.step_s, comm_s=comm, exposed_comm_s=exposed,
-                      fixed_s=calibration.fixed_step_s, bottleneck=bottleneck)
+    fixed = fixed_step_s(traffic, calibration)
+    return Prediction(step_s=compute.step_s + fixed + exposed, compute_s=compute.step_s, comm_s=comm,
+                      exposed_comm_s=exposed, fixed_s=fixed, bottleneck=bottleneck)
+
+
+def fixed_step_s(traffic, calibration):
+    """The session step's own cost and its sequential round trips to other nodes."""
+    return calibration.fixed_step_s + traffic.round_trips() * calibration.round_trip_s

@@ -7,12 +7,14 @@ server per node, no script), and this process drives every measurement from
 the chief's in-process server; a one-node spec is measured in a local
 session. The chief's in-process server lives until the process ends, so call
 the probe from a process that does nothing else with TensorFlow servers
-(``autodist calibrate`` does). Each figure is the median of ``repeats`` runs
+(``autodist calibrate`` does). Each figure is the fastest of ``repeats`` runs
 of one step::
 
-    fixed_step_s         a step that fetches one float from the next node
+    fixed_step_s         a step that reads one float on the chief
+    round_trip_s         a step that fetches one float from the next node - the same
     rpc latency          (32 floats from 32 variables - 1 float) / 31
     rpc bandwidth        BIG bytes / (the BIG variable - 1 float)
+    rpc duplex           BIG both ways at once vs one way: 1 = no slower, 0 = twice as slow
     collective latency   (32 tiny all-reduces - 1) / 31 / 2 (N - 1) messages of a hop
     collective bandwidth 2 (N - 1) / N * BIG / (all-reduce of BIG - of 1 float)
     update rate          BIG / (assign_add of BIG on the chief - a step on the chief alone)
@@ -24,7 +26,6 @@ the local one. ``overlap`` is 1 with GPUs (all-reduce runs under backprop) and
 0 on CPUs (the replica's own cores move the bytes).
 """
 import os
-import statistics
 import tempfile
 import time
 
@@ -36,14 +37,14 @@ BIG_BYTES = 16 << 20
 SMALL_COUNT = 32
 
 
-def _median_time(session, fetches, repeats):
+def _best_time(session, fetches, repeats):
     session.run(fetches)
     times = []
     for _ in range(repeats):
         started = time.perf_counter()
         session.run(fetches)
         times.append(time.perf_counter() - started)
-    return statistics.median(times)
+    return min(times)
 
 
 def _local_bandwidth(np, repeats):
@@ -54,7 +55,7 @@ def _local_bandwidth(np, repeats):
         started = time.perf_counter()
         np.copyto(dst, src)
         times.append(time.perf_counter() - started)
-    return BIG_BYTES / max(statistics.median(times), 1e-9)
+    return BIG_BYTES / max(min(times), 1e-9)
 
 
 def _graph(tf, devices):
@@ -66,6 +67,7 @@ def _graph(tf, devices):
         small = [tf1.Variable(tf.zeros([1]), name="small{}".format(i)) for i in range(SMALL_COUNT)]
         big = tf1.Variable(tf.zeros([elements]), name="big")
     with tf.device(devices[0]):
+        back = tf1.Variable(tf.zeros([elements]), name="back")
         local_big = tf1.Variable(tf.zeros([elements]), name="local_big")
         local_small = tf1.Variable(tf.zeros([1]), name="local_small")
         matrix = tf1.Variable(tf.ones([512, 512]), name="matrix")
@@ -73,6 +75,10 @@ def _graph(tf, devices):
         ops["one"] = tf.reduce_sum(small[0].read_value())
         ops["many"] = tf.add_n([tf.reduce_sum(v.read_value()) for v in small])
         ops["big"] = tf.reduce_sum(big.read_value()[:1])
+    with tf.device(devices[-1]):
+        returned = tf.reduce_sum(back.read_value()[:1])
+    with tf.device(devices[0]):
+        ops["both"] = ops["big"] + returned
         ops["update"] = local_big.assign_add(tf.ones([elements])).op
         value = matrix.read_value()
         ops["matmul"] = tf.reduce_sum(tf.matmul(value, value)[:1])
@@ -85,7 +91,14 @@ def _graph(tf, devices):
                     done += [tf.reduce_sum(collective_ops.all_reduce_v2(
                         x, n, 1, 1 + len(ops) * 100 + i, merge_op="Add", final_op="Id")[:1]) for i in range(count)]
             ops[key] = done
-    return ops, [v.initializer for v in small + [big, local_big, local_small, matrix]]
+    return ops, [v.initializer for v in small + [big, back, local_big, local_small, matrix]]
+
+
+def _duplex(one_way, both_ways):
+    """1 when both directions take as long as one, 0 when they take twice as long."""
+    if one_way <= 0:
+        return 1.0
+    return min(1.0, max(0.0, (2.0 * one_way - both_ways) / one_way))
 
 
 def _measure(tf, np, target, config, devices, repeats):
@@ -94,10 +107,10 @@ def _measure(tf, np, target, config, devices, repeats):
         ops, initializers = _graph(tf, devices)
     with tf.compat.v1.Session(target, graph=graph, config=config) as session:
         session.run(initializers)
-        t = {key: _median_time(session, fetch, repeats) for key, fetch in ops.items()}
+        t = {key: _best_time(session, fetch, repeats) for key, fetch in ops.items()}
     n = len(devices)
     local = _local_bandwidth(np, repeats)
-    found = dict(fixed_step_s=t["one"], local_bandwidth=local,
+    found = dict(fixed_step_s=t["local"], round_trip_s=max(t["one"] - t["local"], 0.0), local_bandwidth=local,
                  flops=2.0 * 512 ** 3 / max(t["matmul"] - t["local"], 1e-6),
                  update_bytes_per_s=BIG_BYTES / max(t["update"] - t["local"], 1e-6))
     if n == 1:
@@ -105,6 +118,7 @@ def _measure(tf, np, target, config, devices, repeats):
         return found
     found.update(rpc_latency_s=max(t["many"] - t["one"], 0.0) / (SMALL_COUNT - 1),
                  rpc_bandwidth=BIG_BYTES / max(t["big"] - t["one"], 1e-6),
+                 rpc_duplex=_duplex(t["big"] - t["one"], t["both"] - t["one"]),
                  collective_latency_s=max(t["ar_many"] - t["ar_one"], 0.0) / (SMALL_COUNT - 1) / (2 * (n - 1)),
                  collective_bandwidth=2.0 * (n - 1) / n * BIG_BYTES / max(t["ar_big"] - t["ar_one"], 1e-6))
     return found

@@ -6,12 +6,15 @@ gRPC) and ``"collective"`` (all-reduce and all-gather rings). A link whose two
 ends are the same node is an in-process copy. For a message of M bytes on N
 replicas (the replicas in the plan's order, node-major)::
 
-    PS on server node S         every replica r (on node R): push R -> S (M, 1 message),
-                                pull S -> R (M, 1 message); S aggregates N * M bytes
+    PS on server node S         every node R sums its c replicas' gradients ((c - 1) M copied
+                                in R), pushes R -> S (M, 1 message); every replica pulls
+                                S -> R (M, 1 message); S aggregates M per node
     ring all-reduce of group G  hop i -> i+1 (mod N) carries 2 (N - 1) / N * G bytes in
                                 2 (N - 1) messages; G is the group's fused bytes
-    sparse all-reduce           a ring all-gather: each hop carries (N - 1) * R bytes in
-                                N - 1 messages, R the rows one replica touches
+    sparse all-reduce           ring all-gathers: each hop carries (N - 1) * R bytes in
+                                5 (N - 1) messages, R the rows one replica touches padded to a
+                                power of two (the kernel's all-reduce of the row count, then
+                                all-gathers of counts, values and indices)
 
 A sparse gradient moves only the rows a replica touches (``sparse_rows``: rows
 per replica and step, by variable name; a shard gets its share in proportion
@@ -22,17 +25,23 @@ two rank-r factors of a matrix, ``(rows + cols) * r`` elements in two rings.
 """
 import dataclasses
 import functools
+import math
 from typing import Dict, Tuple
 
 from autodist.kernel.contract import Compressor, read_entries
 from autodist.strategies.report import pieces
 
-__all__ = ["RPC", "COLLECTIVE", "Link", "StepTraffic", "step_traffic", "node_of", "wire_bytes", "add_entry",
+__all__ = ["RPC", "COLLECTIVE", "PS_ROUND_TRIPS", "SPARSE_GATHER_MESSAGES", "Link", "StepTraffic", "step_traffic", "node_of", "wire_bytes", "add_entry",
            "group_messages", "ring"]
 
 RPC = "rpc"
 COLLECTIVE = "collective"
-_INDEX_BYTES = 8   # an int64 row index travels with every sparse row
+_INDEX_BYTES = 8
+#: Ring messages per hop of a sparse all-reduce, in units of N - 1: the row count's max (an
+#: all-reduce, 2) and three all-gathers (counts, values, indices; ``kernel/.../all_reduce.py``).
+SPARSE_GATHER_MESSAGES = 5
+#: A synchronous PS step waits for the pull, the push to the accumulator and the release token.
+PS_ROUND_TRIPS = 3   # an int64 row index travels with every sparse row
 
 
 def node_of(device):
@@ -83,6 +92,13 @@ class StepTraffic:
         """Bytes copied inside ``node`` (a replica and a server, or two replicas, of one node)."""
         return self._local.get(node, 0.0)
 
+    def round_trips(self):
+        """Sequential exchanges between nodes in one step: a synchronous parameter server's pull,
+        push and release token (``kernel/synchronization/ps.py``), else 1 for a collective, else 0."""
+        if any(total[0] > 0 for (_, transport), total in self._sent.items() if transport == RPC):
+            return PS_ROUND_TRIPS
+        return 1 if any(total[0] > 0 for total in self._sent.values()) else 0
+
     def nodes(self):
         found = {s for _, s, _ in self.links} | {d for _, _, d in self.links} | set(self.server_bytes)
         return sorted(found)
@@ -127,10 +143,13 @@ def _ring_hops(replicas):
 
 def _ps(traffic, replicas, sync, message, scale):
     server = node_of(sync.destination)
-    for node, count in _replica_nodes(tuple(replicas)):
-        traffic.add(RPC, node, server, scale * count * message, scale * count)
+    nodes = _replica_nodes(tuple(replicas))
+    for node, count in nodes:
+        if count > 1:   # the node's replicas sum their gradients first (kernel: reduce_locally)
+            traffic.add(RPC, node, node, scale * (count - 1) * message, scale * (count - 1))
+        traffic.add(RPC, node, server, scale * message, scale)
         traffic.add(RPC, server, node, scale * count * message, scale * count)
-    traffic.server_bytes[server] = traffic.server_bytes.get(server, 0.0) + scale * len(replicas) * message
+    traffic.server_bytes[server] = traffic.server_bytes.get(server, 0.0) + scale * len(nodes) * message
 
 
 def ring(traffic, replicas, hop_bytes, messages):
@@ -139,6 +158,11 @@ def ring(traffic, replicas, hop_bytes, messages):
         return
     for src, dst, count in _ring_hops(tuple(replicas)):
         traffic.add(COLLECTIVE, src, dst, count * hop_bytes, count * messages)
+
+
+def _next_power_of_two(rows):
+    """The kernel pads gathered rows to a power of two (one collective shape per size)."""
+    return 1 << max(0, math.ceil(math.log2(max(rows, 1)) - 1e-9))
 
 
 def add_entry(traffic, entry, var, replicas, rows=None, scale=1):
@@ -154,7 +178,8 @@ def add_entry(traffic, entry, var, replicas, rows=None, scale=1):
         if sync.kind == "ps":
             _ps(traffic, replicas, sync, message, scale)
         elif var is not None and var.is_sparse:
-            ring(traffic, replicas, scale * (n - 1) * message, scale * max(n - 1, 0))
+            padded = wire_bytes(sync, var, nbytes, _next_power_of_two(rows)) if rows else message
+            ring(traffic, replicas, scale * (n - 1) * padded, scale * SPARSE_GATHER_MESSAGES * max(n - 1, 0))
         else:
             ring(traffic, replicas, scale * 2.0 * (n - 1) / n * message, 0)
             rings = 2 if sync.compressor == Compressor.PowerSGDCompressor else 1
