@@ -6,11 +6,12 @@ Starts a TensorFlow server on every node of the spec (as a job does), measures
 latency and bandwidth of TensorFlow's own transport between them, the fixed
 cost of a step and this machine's compute rates (``strategies.cost.probe``),
 writes them to ``~/.autodist/calibration/<spec key>.json`` and prints them
-beside the prior the spec alone gives. ``--show`` prints the cached figures
+beside the prior the spec alone gives (the servers' output goes to stderr). ``--show`` prints the cached figures
 (or the prior) without probing. ``autodist plan`` and ``AutoStrategy`` read
 the cache.
 """
 import json
+import sys
 
 __all__ = ["register", "calibration_rows"]
 
@@ -57,7 +58,7 @@ def _calibrate(args):
         found, path = cluster_calibration(spec), calibration_path(spec)
     else:
         from autodist.strategies.cost.probe import probe
-        found = probe(spec, repeats=args.repeats)
+        found = probe(spec, repeats=args.repeats, sink=sys.stderr)   # the servers' output: stdout stays ours
         path = save_calibration(spec, found)
     if args.format == "json":
         print(json.dumps({"calibration": found.to_dict(), "prior": prior.to_dict(), "path": path}, indent=2))

@@ -81,7 +81,8 @@ def prior_calibration(spec):
     return Calibration(rpc_latency_s=PRIOR_LATENCY_S, rpc_bandwidth=bandwidth, rpc_duplex=1.0,
                        collective_latency_s=PRIOR_LATENCY_S, collective_bandwidth=bandwidth,
                        local_bandwidth=PRIOR_LOCAL_BANDWIDTH, update_bytes_per_s=PRIOR_UPDATE_BYTES_PER_S,
-                       fixed_step_s=PRIOR_FIXED_STEP_S, round_trip_s=PRIOR_ROUND_TRIP_S, overlap=1.0 if on_gpus else 0.0,
+                       fixed_step_s=PRIOR_FIXED_STEP_S, round_trip_s=PRIOR_ROUND_TRIP_S,
+                       overlap=1.0 if on_gpus else 0.0,
                        flops=PRIOR_GPU_FLOPS if on_gpus else PRIOR_FLOPS, source="prior")
 
 

@@ -27,7 +27,8 @@ from autodist.fileio import atomic_write_bytes
 from autodist.strategies.cost.calibration import DEFAULT_CALIBRATION_DIR
 from autodist.strategies.cost.model import Compute
 
-__all__ = ["measure_compute", "estimate_compute", "measure_or_estimate", "forward_flops", "graph_key", "TRAIN_FLOPS_FACTOR"]
+__all__ = ["measure_compute", "estimate_compute", "measure_or_estimate", "forward_flops", "graph_key",
+           "TRAIN_FLOPS_FACTOR"]
 
 #: A training step's float operations per forward one (forward, input gradient, weight gradient).
 TRAIN_FLOPS_FACTOR = 3.0

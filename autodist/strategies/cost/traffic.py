@@ -31,8 +31,8 @@ from typing import Dict, Tuple
 from autodist.kernel.contract import Compressor, read_entries
 from autodist.strategies.report import pieces
 
-__all__ = ["RPC", "COLLECTIVE", "PS_ROUND_TRIPS", "SPARSE_GATHER_MESSAGES", "Link", "StepTraffic", "step_traffic", "node_of", "wire_bytes", "add_entry",
-           "group_messages", "ring"]
+__all__ = ["RPC", "COLLECTIVE", "PS_ROUND_TRIPS", "SPARSE_GATHER_MESSAGES", "Link", "StepTraffic", "step_traffic",
+           "node_of", "wire_bytes", "add_entry", "group_messages", "ring"]
 
 RPC = "rpc"
 COLLECTIVE = "collective"
