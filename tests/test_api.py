@@ -35,6 +35,7 @@ _IMPORT_PROBE = textwrap.dedent("""
     home = os.path.expanduser("~/.autodist")
     existed = os.path.exists(home)
     import autodist, autodist.resource_spec, autodist.spec, autodist.cli, autodist.strategies
+    import autodist.strategy, autodist.strategy.base, autodist.autodist
     print(json.dumps({
         "tensorflow_imported": "tensorflow" in sys.modules,
         "env_changed": dict(os.environ) != before_env,
