@@ -7,6 +7,11 @@
              with an unknown dimension is concatenated in replica order along it;
              other tensors come from replica 0; variables give their synchronized
              value; ops kept once (parameter-server variables) are fetched as they are
+    composites  an IndexedSlices or a SparseTensor is fetched and fed through its
+             component tensors, each by the rules above, as ``tf.compat.v1.Session``
+             does: a fetch gives an ``IndexedSlicesValue`` / ``SparseTensorValue``
+             (a gradient's slices of every replica, concatenated), a feed takes one
+             (or the tuple of its components)
 
 What the session runs is the user's graph as it was when the session was
 created: it was captured, planned and transformed at that moment. Ops added
@@ -24,6 +29,7 @@ import threading
 import numpy as np
 import tensorflow as tf
 from tensorflow.python.client import session as tf_session
+from tensorflow.python.framework.indexed_slices import IndexedSlicesValue   # tf.compat.v1 does not export it
 
 from autodist.errors import GraphChangedError, SessionError
 from autodist.capture.queries import tf_variable
@@ -133,6 +139,39 @@ class WatchedCaller:
         raise value
 
 
+def _components(item):
+    """The component tensors of an IndexedSlices or a SparseTensor, in its value type's field order; else None.
+
+    A plain ``tf.compat.v1.Session`` fetches and feeds these composites through
+    their components, so the distributed session does too: each component
+    follows the rules of a tensor (see the module docstring).
+    """
+    if isinstance(item, tf.IndexedSlices):
+        return [item.values, item.indices] + ([item.dense_shape] if item.dense_shape is not None else [])
+    if isinstance(item, tf.SparseTensor):
+        return [item.indices, item.values, item.dense_shape]
+    return None
+
+
+def _composite_value(item, values):
+    """The value ``tf.compat.v1.Session`` returns for composite ``item`` from its component values."""
+    if isinstance(item, tf.IndexedSlices):
+        return IndexedSlicesValue(values[0], values[1], values[2] if len(values) > 2 else None)
+    return tf.compat.v1.SparseTensorValue(*values)
+
+
+def _joined(mapped):
+    """``(names, split)`` for several ``(copies, rebuild)`` pairs: all names, and values -> rebuilt list."""
+    names, rebuilders = [], []
+    for copies, rebuild in mapped:
+        rebuilders.append((len(names), len(copies), rebuild))
+        names.extend(copies)
+
+    def split(values):
+        return [rebuild(values[start:start + count]) for start, count, rebuild in rebuilders]
+    return names, split
+
+
 def _split_axis(shape):
     """The first unknown dimension of a static shape, or None."""
     if shape.rank is None:
@@ -178,6 +217,10 @@ class FetchMapper:
 
     def fetch(self, fetch):
         """(names to run, function of their values -> the value the user gets)."""
+        parts = _components(fetch)
+        if parts is not None:
+            names, split = _joined([self.fetch(part) for part in parts])
+            return names, lambda values: _composite_value(fetch, split(values))
         element = self.element(fetch)
         if isinstance(element, tf.Operation):
             return self._copies(element.name), lambda values: None
@@ -190,6 +233,17 @@ class FetchMapper:
 
     def feed(self, key, value):
         """{name in this node's graph: value} for one feed."""
+        parts = _components(key)
+        if parts is not None:
+            values = list(value) if isinstance(value, (tuple, list)) else None
+            if values is None or len(values) != len(parts):
+                raise SessionError("feed for the {} of '{}' must be its {}Value (or a tuple of its {} components), "
+                                   "got {!r}".format(type(key).__name__, parts[0].name, type(key).__name__,
+                                                     len(parts), type(value).__name__))
+            feeds = {}
+            for part, part_value in zip(parts, values):
+                feeds.update(self.feed(part, part_value))
+            return feeds
         element = self.element(key)
         if isinstance(element, tf.Operation):
             raise SessionError("cannot feed the op '{}'; feed one of its tensors".format(element.name))
@@ -239,6 +293,10 @@ class DistributedSession(tf_session.SessionInterface):
         if self._original.version == self._version:
             return
         for item in items:
+            parts = _components(item)
+            if parts is not None:
+                self._check_graph(parts)
+                continue
             element = self._mapper.element(item)
             op = element if isinstance(element, tf.Operation) else element.op
             if op._id > self._last_op_id:
@@ -249,16 +307,8 @@ class DistributedSession(tf_session.SessionInterface):
                                                                       self._original.version))
 
     def _map_fetches(self, leaves, pack):
-        names, rebuilders = [], []
-        for leaf in leaves:
-            copies, rebuild = self._mapper.fetch(leaf)
-            rebuilders.append((len(names), len(copies), rebuild))
-            names.extend(copies)
-
-        def unflatten(values):
-            out = [rebuild(values[start:start + count]) for start, count, rebuild in rebuilders]
-            return pack(out)
-        return names, unflatten
+        names, split = _joined([self._mapper.fetch(leaf) for leaf in leaves])
+        return names, lambda values: pack(split(values))
 
     def _map_feeds(self, feed_dict):
         feeds = {}
