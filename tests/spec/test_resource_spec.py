@@ -111,9 +111,9 @@ def test_loopback_three_nodes_template_is_filled_in_with_from_dict(tmp_path):
 
 # ---------------------------------------------------------------- defaults and shapes
 
-def test_defaults_of_nodes_and_ssh_groups(monkeypatch, tmp_path):
-    monkeypatch.setenv("HOME", str(tmp_path))
-    spec = spec_of("""\
+def spec_with_group(group):
+    """A chief and a node reached through ssh group ``conf``, whose YAML lines are ``group``."""
+    return spec_of("""\
         nodes:
           - address: 10.0.0.1
             chief: true
@@ -121,8 +121,12 @@ def test_defaults_of_nodes_and_ssh_groups(monkeypatch, tmp_path):
             ssh_config: conf
         ssh:
           conf:
-            username: ubuntu
-        """)
+        """ + textwrap.indent(textwrap.dedent(group), " " * 4))
+
+
+def test_defaults_of_nodes_and_ssh_groups(monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    spec = spec_with_group("username: ubuntu\n")
     node = spec.node_specs[1]
     assert node == NodeSpec(address="10.0.0.2", gpus=(), cpus=(0,), chief=False,
                             ssh_config="conf", network_bandwidth=1.0)
@@ -364,15 +368,6 @@ def test_device_type_enum_as_in_autodist():
 
 def test_ssh_group_without_username_is_the_local_user(monkeypatch):
     monkeypatch.setattr("getpass.getuser", lambda: "localperson")
-    spec = spec_of("""\
-        nodes:
-          - address: 10.0.0.1
-            chief: true
-          - address: 10.0.0.2
-            ssh_config: conf
-        ssh:
-          conf:
-            port: 2222
-        """)
+    spec = spec_with_group("port: 2222\n")
     assert spec.ssh_config_map["10.0.0.2"].username == "localperson"
     assert spec.ssh_group["conf"].port == 2222
