@@ -17,10 +17,12 @@
     dict(spec.gpu_devices)      # {'10.0.0.1:GPU:0': DeviceSpec(...), ...}
     spec.node_cpu_devices       # {'10.0.0.1': ['10.0.0.1:CPU:0'], '10.0.0.2': [...]}
     spec.task_index("10.0.0.2") # 1
+    spec.nodes                  # ['10.0.0.1', '10.0.0.2'] (AutoDist's); spec.node_specs: NodeSpec
 
 The file is checked completely when it is loaded: a malformed spec raises one
-:class:`~autodist.errors.ResourceSpecError` reading ``<file>:<line>: <key path>:
-<problem>``, so nothing downstream ever sees a half-valid cluster. The schema
+:class:`~autodist.errors.ResourceSpecError` with a line ``<file>:<line>: <key path>:
+<problem>`` per problem (all of the file's, most specific first; ``problems``
+lists them), so nothing downstream ever sees a half-valid cluster. The schema
 lives in ``autodist.spec.schema`` (``autodist spec schema`` prints it), the
 cross-field rules in ``autodist.spec.rules``.
 
