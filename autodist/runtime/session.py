@@ -8,10 +8,8 @@
              other tensors come from replica 0; variables give their synchronized
              value; ops kept once (parameter-server variables) are fetched as they are
     composites  an IndexedSlices or a SparseTensor is fetched and fed through its
-             component tensors, each by the rules above, as ``tf.compat.v1.Session``
-             does: a fetch gives an ``IndexedSlicesValue`` / ``SparseTensorValue``
-             (a gradient's slices of every replica, concatenated), a feed takes one
-             (or the tuple of its components)
+             component tensors by the rules above, as ``tf.compat.v1.Session`` does
+             (``autodist.runtime.composites``)
 
 What the session runs is the user's graph as it was when the session was
 created: it was captured, planned and transformed at that moment. Ops added
@@ -29,10 +27,11 @@ import threading
 import numpy as np
 import tensorflow as tf
 from tensorflow.python.client import session as tf_session
-from tensorflow.python.framework.indexed_slices import IndexedSlicesValue   # tf.compat.v1 does not export it
 
 from autodist.errors import GraphChangedError, SessionError
 from autodist.capture.queries import tf_variable
+from autodist.runtime.composites import component_feeds, components, composite_value
+from autodist.runtime.input_epochs import explained_end_of_input
 from autodist.runner.base import run_bounded, wait_until
 
 __all__ = ["DistributedSession", "FetchMapper", "WatchedCaller", "await_failure", "flatten_fetches", "close_bounded",
@@ -60,10 +59,14 @@ def flatten_fetches(fetches):
     """``(leaves, pack)``: the graph elements of a fetch structure and ``pack(values)`` rebuilding it.
 
     Like ``tf.compat.v1.Session``: lists, tuples, namedtuples and dicts nest
-    (dict keys may be anything, hooks included, and keep their order); every
-    other value is a leaf.
+    (dict keys may be anything, hooks included, and keep their order), an
+    IndexedSlices or a SparseTensor is its component tensors (packed back into
+    its ``...Value``); every other value is a leaf.
     """
-    if isinstance(fetches, dict):
+    if components(fetches) is not None:   # IndexedSlices, SparseTensor: their components, as tf1's Session
+        parts = [flatten_fetches(v) for v in components(fetches)]
+        make = lambda values: composite_value(fetches, values)  # noqa: E731
+    elif isinstance(fetches, dict):
         keys = list(fetches)
         parts = [flatten_fetches(fetches[k]) for k in keys]
         make = lambda values: type(fetches)(zip(keys, values))  # noqa: E731
@@ -139,39 +142,6 @@ class WatchedCaller:
         raise value
 
 
-def _components(item):
-    """The component tensors of an IndexedSlices or a SparseTensor, in its value type's field order; else None.
-
-    A plain ``tf.compat.v1.Session`` fetches and feeds these composites through
-    their components, so the distributed session does too: each component
-    follows the rules of a tensor (see the module docstring).
-    """
-    if isinstance(item, tf.IndexedSlices):
-        return [item.values, item.indices] + ([item.dense_shape] if item.dense_shape is not None else [])
-    if isinstance(item, tf.SparseTensor):
-        return [item.indices, item.values, item.dense_shape]
-    return None
-
-
-def _composite_value(item, values):
-    """The value ``tf.compat.v1.Session`` returns for composite ``item`` from its component values."""
-    if isinstance(item, tf.IndexedSlices):
-        return IndexedSlicesValue(values[0], values[1], values[2] if len(values) > 2 else None)
-    return tf.compat.v1.SparseTensorValue(*values)
-
-
-def _joined(mapped):
-    """``(names, split)`` for several ``(copies, rebuild)`` pairs: all names, and values -> rebuilt list."""
-    names, rebuilders = [], []
-    for copies, rebuild in mapped:
-        rebuilders.append((len(names), len(copies), rebuild))
-        names.extend(copies)
-
-    def split(values):
-        return [rebuild(values[start:start + count]) for start, count, rebuild in rebuilders]
-    return names, split
-
-
 def _split_axis(shape):
     """The first unknown dimension of a static shape, or None."""
     if shape.rank is None:
@@ -217,10 +187,6 @@ class FetchMapper:
 
     def fetch(self, fetch):
         """(names to run, function of their values -> the value the user gets)."""
-        parts = _components(fetch)
-        if parts is not None:
-            names, split = _joined([self.fetch(part) for part in parts])
-            return names, lambda values: _composite_value(fetch, split(values))
         element = self.element(fetch)
         if isinstance(element, tf.Operation):
             return self._copies(element.name), lambda values: None
@@ -233,17 +199,6 @@ class FetchMapper:
 
     def feed(self, key, value):
         """{name in this node's graph: value} for one feed."""
-        parts = _components(key)
-        if parts is not None:
-            values = list(value) if isinstance(value, (tuple, list)) else None
-            if values is None or len(values) != len(parts):
-                raise SessionError("feed for the {} of '{}' must be its {}Value (or a tuple of its {} components), "
-                                   "got {!r}".format(type(key).__name__, parts[0].name, type(key).__name__,
-                                                     len(parts), type(value).__name__))
-            feeds = {}
-            for part, part_value in zip(parts, values):
-                feeds.update(self.feed(part, part_value))
-            return feeds
         element = self.element(key)
         if isinstance(element, tf.Operation):
             raise SessionError("cannot feed the op '{}'; feed one of its tensors".format(element.name))
@@ -293,10 +248,6 @@ class DistributedSession(tf_session.SessionInterface):
         if self._original.version == self._version:
             return
         for item in items:
-            parts = _components(item)
-            if parts is not None:
-                self._check_graph(parts)
-                continue
             element = self._mapper.element(item)
             op = element if isinstance(element, tf.Operation) else element.op
             if op._id > self._last_op_id:
@@ -307,8 +258,16 @@ class DistributedSession(tf_session.SessionInterface):
                                                                       self._original.version))
 
     def _map_fetches(self, leaves, pack):
-        names, split = _joined([self._mapper.fetch(leaf) for leaf in leaves])
-        return names, lambda values: pack(split(values))
+        names, rebuilders = [], []
+        for leaf in leaves:
+            copies, rebuild = self._mapper.fetch(leaf)
+            rebuilders.append((len(names), len(copies), rebuild))
+            names.extend(copies)
+
+        def unflatten(values):
+            out = [rebuild(values[start:start + count]) for start, count, rebuild in rebuilders]
+            return pack(out)
+        return names, unflatten
 
     def _map_feeds(self, feed_dict):
         feeds = {}
@@ -318,13 +277,14 @@ class DistributedSession(tf_session.SessionInterface):
 
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
         leaves, pack = flatten_fetches(fetches)
+        feed_dict = component_feeds(feed_dict)
         self._check_graph(leaves + list(feed_dict or {}))
         names, unflatten = self._map_fetches(leaves, pack)
         feeds = self._map_feeds(feed_dict)
         try:
             values = self._call(lambda: self._session.run(names, feeds, options=options, run_metadata=run_metadata))
         except tf.errors.OutOfRangeError as e:
-            raise _explained_end_of_input(e, self._mapper.assignment) from e
+            raise explained_end_of_input(e, self._mapper.assignment) from e
         return unflatten(values)
 
     def _call(self, fn):
@@ -378,27 +338,6 @@ class DistributedSession(tf_session.SessionInterface):
 
     def __exit__(self, *exc):
         self.close()
-
-
-def _explained_end_of_input(error, assignment):
-    """``error`` (an OutOfRangeError) saying why an iterator ends sooner than under AutoDist 0.7, and what to do.
-
-    The replicas of a node draw different batches from its one iterator, so an
-    epoch lasts ``examples / (replicas x batch)`` steps. AutoDist copied the
-    iterator into every replica, so each replayed the whole dataset and a loop
-    of ``len(data) // batch`` steps per epoch fit; here it runs out part-way.
-    The type stays OutOfRangeError: loops that end an epoch by catching it work.
-    """
-    replicas = len(assignment.local)
-    if not assignment.analysis.input_pipeline or replicas < 2:
-        return error
-    message = ("{}\n[autodist] the input pipeline is exhausted. This node's {} replicas draw different batches from "
-               "its one tf.data iterator, so a step consumes {} batches and an epoch of N examples lasts "
-               "N // ({} * batch_size) steps, not N // batch_size (AutoDist 0.7 gave every replica its own copy of "
-               "the iterator, so each replayed the whole dataset). Run N // ({} * batch_size) steps per epoch, or "
-               "repeat() the dataset and count steps, or end the epoch when OutOfRangeError is raised; see "
-               "docs/input_pipelines.md.").format(error.message, replicas, replicas, replicas, replicas)
-    return tf.errors.OutOfRangeError(error.node_def, error.op, message)
 
 
 def close_bounded(session, troubled):
