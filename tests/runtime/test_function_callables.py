@@ -78,6 +78,23 @@ def test_ad_function_on_a_method_binds_self_per_instance(spec):
     assert first.train_fn.__name__ == "train_fn" and Model.train_fn.__name__ == "train_fn"
 
 
+def test_ad_function_on_methods_of_several_instances_training_in_one_job(spec):
+    """Each instance's train_fn is its own trace. One all-reduce group per variable keeps the two training
+    steps independent (a PS step, or a group spanning both, joins every trained variable's update)."""
+    ad = AutoDist(spec, AllReduce(chunk_size=1))
+    Model = _model_class(ad)
+    with tf.Graph().as_default(), ad.scope():
+        first = Model("first", [[0.5], [-0.5]])
+        second = Model("second", [[1.0], [2.0]])
+    batches = [_batch(6), _batch(7)]
+    first.train_fn(batches[0])
+    second.train_fn(batches[0])
+    first.train_fn(batches[1])
+    np.testing.assert_allclose(_weights(ad, first.w), _expected([[0.5], [-0.5]], batches), rtol=1e-5)
+    np.testing.assert_allclose(_weights(ad, second.w), _expected([[1.0], [2.0]], batches[:1]), rtol=1e-5)
+    assert first.train_fn.traces == 1 and second.train_fn.traces == 1
+
+
 def test_ad_function_on_methods_of_several_instances_in_several_jobs(spec):
     for start in ([[0.5], [-0.5]], [[1.0], [2.0]]):
         ad = AutoDist(spec, PS())
