@@ -3,8 +3,8 @@
     python examples/checkpoint_resume.py
 
 runs three things: ``--phase train`` (40 steps under PS on the two loopback
-nodes, then ``autodist.checkpoint.Saver`` writes a checkpoint; only the chief
-writes), ``--phase resume`` (a new job under AllReduce restores it, the chief
+nodes, then ``autodist.checkpoint.Saver`` writes a checkpoint; each node
+writes it, here the same files), ``--phase resume`` (a new job under AllReduce restores it, the chief
 reading the file and broadcasting the values, and trains 40 more steps, saving
 again), and a plain single-device TensorFlow run of all 80 steps. The model is
 an MLP of Keras layers on scikit-learn's digits with tf.compat.v1's Momentum

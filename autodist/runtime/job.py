@@ -64,7 +64,7 @@ def _single_node_job(resource_spec, job_id):
     address = resource_spec.chief
     servers = {address: "localhost:{}".format(free_port())}
     context = JobContext(job_id=job_id, address=address, servers=servers, chief=address, strategy_path="")
-    start_in_process(context.cluster_spec(), 0, cpu_count_of(resource_spec.nodes[0]), 0)
+    start_in_process(context.cluster_spec(), 0, cpu_count_of(resource_spec.node_specs[0]), 0)
     return context
 
 
@@ -93,7 +93,7 @@ class Job:
         self._generation = 0
         self._monitor = StepMonitor()   # this node's session calls, reported to the chief by launched nodes
         self._reporter = None
-        if self._context is not None and self._context.address not in {n.address for n in resource_spec.nodes}:
+        if self._context is not None and self._context.address not in {n.address for n in resource_spec.node_specs}:
             raise LaunchError("this process belongs to node {} of job {}, which is not in {}".format(
                 self._context.address, self._context.job_id, resource_spec.path))
 
@@ -123,7 +123,7 @@ class Job:
 
     @property
     def num_workers(self):
-        return len(self._spec.nodes)
+        return len(self._spec.node_specs)
 
     # -- start / join ------------------------------------------------------------------
     def open(self, graph_item):
@@ -135,7 +135,7 @@ class Job:
         from autodist.runner import new_job_id
         job_id = new_job_id()
         strategy = build_strategy(item, self._spec, self.strategy_builder)
-        if len(self._spec.nodes) == 1:
+        if len(self._spec.node_specs) == 1:
             context = _single_node_job(self._spec, job_id)
             self._session_args = (context, None, None)
             return open_node_session(item, strategy, context, self._spec, monitor=self._monitor)

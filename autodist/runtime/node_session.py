@@ -39,7 +39,7 @@ def open_node_session(graph_item, strategy, context, resource_spec, failure=None
                        chief_task=context.chief_task, collective_key_base=context.collective_key_base)
     result = GraphTransformer(strategy, node).transform(graph_item)
     graph = _import(result.item)
-    spec_node = {n.address: n for n in resource_spec.nodes}.get(context.address)
+    spec_node = {n.address: n for n in resource_spec.node_specs}.get(context.address)
     cpus = cpu_count_of(spec_node) if spec_node is not None else 1
     config = node_config(cpus, context.chief_task)
     session = tf.compat.v1.Session(context.target, graph=graph, config=config)

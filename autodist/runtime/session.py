@@ -7,6 +7,9 @@
              with an unknown dimension is concatenated in replica order along it;
              other tensors come from replica 0; variables give their synchronized
              value; ops kept once (parameter-server variables) are fetched as they are
+    composites  an IndexedSlices or a SparseTensor is fetched and fed through its
+             component tensors by the rules above, as ``tf.compat.v1.Session`` does
+             (``autodist.runtime.composites``)
 
 What the session runs is the user's graph as it was when the session was
 created: it was captured, planned and transformed at that moment. Ops added
@@ -27,6 +30,8 @@ from tensorflow.python.client import session as tf_session
 
 from autodist.errors import GraphChangedError, SessionError
 from autodist.capture.queries import tf_variable
+from autodist.runtime.composites import component_feeds, components, composite_value
+from autodist.runtime.input_epochs import explained_end_of_input
 from autodist.runner.base import run_bounded, wait_until
 
 __all__ = ["DistributedSession", "FetchMapper", "WatchedCaller", "await_failure", "flatten_fetches", "close_bounded",
@@ -54,10 +59,14 @@ def flatten_fetches(fetches):
     """``(leaves, pack)``: the graph elements of a fetch structure and ``pack(values)`` rebuilding it.
 
     Like ``tf.compat.v1.Session``: lists, tuples, namedtuples and dicts nest
-    (dict keys may be anything, hooks included, and keep their order); every
-    other value is a leaf.
+    (dict keys may be anything, hooks included, and keep their order), an
+    IndexedSlices or a SparseTensor is its component tensors (packed back into
+    its ``...Value``); every other value is a leaf.
     """
-    if isinstance(fetches, dict):
+    if components(fetches) is not None:   # IndexedSlices, SparseTensor: their components, as tf1's Session
+        parts = [flatten_fetches(v) for v in components(fetches)]
+        make = lambda values: composite_value(fetches, values)  # noqa: E731
+    elif isinstance(fetches, dict):
         keys = list(fetches)
         parts = [flatten_fetches(fetches[k]) for k in keys]
         make = lambda values: type(fetches)(zip(keys, values))  # noqa: E731
@@ -268,10 +277,14 @@ class DistributedSession(tf_session.SessionInterface):
 
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
         leaves, pack = flatten_fetches(fetches)
+        feed_dict = component_feeds(feed_dict)
         self._check_graph(leaves + list(feed_dict or {}))
         names, unflatten = self._map_fetches(leaves, pack)
         feeds = self._map_feeds(feed_dict)
-        values = self._call(lambda: self._session.run(names, feeds, options=options, run_metadata=run_metadata))
+        try:
+            values = self._call(lambda: self._session.run(names, feeds, options=options, run_metadata=run_metadata))
+        except tf.errors.OutOfRangeError as e:
+            raise explained_end_of_input(e, self._mapper.assignment) from e
         return unflatten(values)
 
     def _call(self, fn):
