@@ -1,0 +1,296 @@
+"""The merged timeline: a few steps traced on every node, one Chrome-trace file on the chief.
+
+    DistributedSession.run  --(steps TRACE_STEPS)-->  RunOptions(FULL_TRACE) + RunMetadata.step_stats
+    StepTracer.finish_step  -->  <trace_dir>/node-<task>.json        every node, after its last traced step
+    StepTracer (the chief)  -->  merge_traces(...)  -->  <trace_dir>/timeline.json   {"traceEvents": [...]}
+                                                        <trace_dir>/timeline_summary.json (+ printed)
+
+Every node runs the same script, so session call ``n`` is the same training
+step on every node; the same call numbers are traced everywhere. The files
+travel through the trace directory: loopback nodes (and nodes sharing a file
+system) write into the same directory, and the chief waits up to
+``TRACE_WAIT`` s for them after its own last traced step, naming the nodes
+whose files did not appear (their trace stays on their machine).
+
+Clocks: TensorFlow stamps ops with the wall clock of the machine that ran
+them. Nodes on one host (same hostname) share that clock: offset 0. For a
+node on another host the offset is estimated from the synchronous steps:
+every node leaves a traced step when the same collective or barrier
+completes, so ``offset = median over traced steps of (chief's step end - the
+node's step end)``, each read on its own clock right after ``run`` returns.
+The error is the spread of those step ends (typically below a millisecond on a
+LAN); asynchronous strategies have no common step end and keep a larger error.
+
+In the trace: one pid per node (named by its address), one tid per device;
+each op's ``cat`` is ``compute`` or ``communication,<kind>`` (``classify``).
+"""
+import json
+import os
+import re
+import socket
+import statistics
+import sys
+import time
+
+from autodist.fileio import atomic_write_bytes
+from autodist.kernel.names import INIT_OPS
+
+__all__ = ["TRACE_STEPS", "TRACE_WAIT", "StepTracer", "classify", "node_trace", "merge_traces",
+           "step_summaries", "format_summary", "clock_offsets", "TIMELINE_FILE", "SUMMARY_FILE"]
+
+TRACE_STEPS = (5, 10, 15)     # session calls traced (1-based): past the first, slow calls
+TRACE_WAIT = 30.0             # s the chief waits for the other nodes' trace files
+TIMELINE_FILE = "timeline.json"
+SUMMARY_FILE = "timeline_summary.json"
+
+# Communication, by op type: (kind, op types). Anything else is compute.
+_COMMUNICATION = (
+    ("collective", ("CollectiveReduce", "CollectiveReduceV2", "CollectiveReduceV3", "CollectiveGather",
+                    "CollectiveGatherV2", "CollectiveBcastSend", "CollectiveBcastRecv",
+                    "CollectiveBcastSendV2", "CollectiveBcastRecvV2", "CollectiveAllToAllV2",
+                    "CollectiveAllToAllV3", "NcclAllReduce")),
+    ("send/recv", ("_Send", "_Recv", "_HostSend", "_HostRecv", "Send", "Recv", "RecvTensor")),
+    ("accumulator", ("ConditionalAccumulator", "SparseConditionalAccumulator", "AccumulatorApplyGradient",
+                     "AccumulatorTakeGradient", "AccumulatorNumAccumulated", "AccumulatorSetGlobalStep",
+                     "SparseAccumulatorApplyGradient", "SparseAccumulatorTakeGradient",
+                     "ResourceAccumulatorApplyGradient", "ResourceAccumulatorTakeGradient",
+                     "ResourceAccumulatorNumAccumulated", "ResourceAccumulatorSetGlobalStep",
+                     "ResourceConditionalAccumulator")),
+    ("barrier", ("FIFOQueue", "FIFOQueueV2", "QueueEnqueue", "QueueEnqueueV2", "QueueEnqueueMany",
+                 "QueueEnqueueManyV2", "QueueDequeue", "QueueDequeueV2", "QueueDequeueMany",
+                 "QueueDequeueManyV2", "QueueSize", "QueueSizeV2", "Barrier", "BarrierTakeMany",
+                 "BarrierInsertMany")),
+)
+_KIND_OF = {op_type: kind for kind, types in _COMMUNICATION for op_type in types}
+# Ops autodist adds under these name scopes move data between nodes whatever their type.
+_COMMUNICATION_SCOPES = tuple(op + "/" for op in INIT_OPS)
+_TASK = re.compile(r"/task:(\d+)/")   # TensorFlow's device names carry a replica part: /job:w/replica:0/task:1/...
+
+
+def classify(op_type, name=""):
+    """``"compute"`` or ``"communication,<kind>"`` for an op of ``op_type`` named ``name``.
+
+    ``classify("CollectiveReduceV2") == "communication,collective"``;
+    ``classify("_Recv") == "communication,send/recv"``; ``classify("MatMul") == "compute"``.
+    """
+    kind = _KIND_OF.get(op_type)
+    if kind is None and name.startswith(_COMMUNICATION_SCOPES):
+        kind = "collective"
+    return "compute" if kind is None else "communication," + kind
+
+
+def _op_type(node_stats):
+    """The op type TensorFlow writes into ``timeline_label`` (``"name = Type(inputs)"``)."""
+    label = node_stats.timeline_label
+    if " = " in label:
+        return label.split(" = ", 1)[1].split("(", 1)[0].strip()
+    return node_stats.node_name.split(":", 1)[0]
+
+
+def node_trace(step_stats, step, start_us, end_us):
+    """One traced step of one node, from TensorFlow's ``StepStats``: a JSON-ready dict.
+
+    ``{"step": 5, "start_us": ..., "end_us": ..., "ops": [[device, name, type, start_us, end_us], ...]}``;
+    op times are in the clock of the device's machine, the step's in this node's.
+    """
+    ops = []
+    for device in step_stats.dev_stats:
+        for ns in device.node_stats:
+            if ns.node_name == "_SOURCE" or not ns.all_start_micros:
+                continue
+            begin = ns.all_start_micros
+            ops.append([device.device, ns.node_name, _op_type(ns), begin,
+                        begin + max(ns.all_end_rel_micros, ns.op_end_rel_micros, 1)])
+    return {"step": step, "start_us": start_us, "end_us": end_us, "ops": ops}
+
+
+class StepTracer:
+    """Traces session calls ``steps`` of one node; writes its file, and on the chief the merged timeline.
+
+    The session asks ``options(step)`` before each call (None: run as usual,
+    the cheap path) and hands the ``RunMetadata`` back to ``finish_step``.
+    """
+
+    def __init__(self, trace_dir, task, address, num_tasks, is_chief, steps=TRACE_STEPS, wait=TRACE_WAIT,
+                 out=None):
+        self.trace_dir = os.path.abspath(os.path.expanduser(trace_dir))
+        self.task, self.address, self.num_tasks, self.is_chief = task, address, num_tasks, is_chief
+        self.steps = frozenset(steps)
+        self._last = max(self.steps)
+        self._wait = wait
+        self._out = out if out is not None else sys.stdout
+        self._traces = []
+        self.calls = 0
+        self.written = None    # the merged timeline's path, once written
+
+    def options(self):
+        """``(RunOptions, RunMetadata, start_us)`` when the next call is traced, else None."""
+        self.calls += 1
+        if self.calls not in self.steps:
+            return None
+        import tensorflow as tf
+        return (tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE), tf.compat.v1.RunMetadata(),
+                int(time.time() * 1e6))
+
+    def finish_step(self, metadata, start_us):
+        """Keep the traced call's stats; after the last one, write this node's file (and merge)."""
+        self._traces.append(node_trace(metadata.step_stats, self.calls, start_us, int(time.time() * 1e6)))
+        if self.calls == self._last:
+            self._write()
+
+    def node_file(self, task):
+        return os.path.join(self.trace_dir, "node-{}.json".format(task))
+
+    def _write(self):
+        data = {"task": self.task, "address": self.address, "host": socket.gethostname(), "steps": self._traces}
+        atomic_write_bytes(self.node_file(self.task), json.dumps(data).encode(), mode=0o644)
+        if self.is_chief:
+            self.written = self.merge()
+
+    def merge(self):
+        """Read every node's file (waiting up to ``wait`` s), write timeline.json and the summary."""
+        from autodist.runner.base import wait_until
+        files = [self.node_file(t) for t in range(self.num_tasks)]
+        wait_until(lambda: all(os.path.exists(f) for f in files), self._wait, 0.2)
+        nodes, missing = [], []
+        for task, path in enumerate(files):
+            if os.path.exists(path):
+                with open(path) as f:
+                    nodes.append(json.load(f))
+            else:
+                missing.append(task)
+        if missing:
+            print("autodist: timeline: no trace from node(s) {} after {:.0f} s (their files {} are on "
+                  "their own machines unless {} is shared); the timeline shows the other nodes".format(
+                      ", ".join(str(t) for t in missing), self._wait,
+                      ", ".join(os.path.basename(files[t]) for t in missing), self.trace_dir),
+                  file=sys.stderr, flush=True)
+        trace = merge_traces(nodes)
+        path = os.path.join(self.trace_dir, TIMELINE_FILE)
+        atomic_write_bytes(path, json.dumps(trace).encode(), mode=0o644)
+        summaries = step_summaries(trace)
+        atomic_write_bytes(os.path.join(self.trace_dir, SUMMARY_FILE),
+                           json.dumps(summaries, indent=2).encode(), mode=0o644)
+        print(format_summary(summaries, path), file=self._out, flush=True)
+        return path
+
+
+def clock_offsets(nodes):
+    """``{task: microseconds to add to that task's clock}`` to read it on the chief's (see module doc)."""
+    chief = min(nodes, key=lambda n: n["task"]) if nodes else None
+    offsets = {}
+    for node in nodes:
+        if node["host"] == chief["host"]:
+            offsets[node["task"]] = 0
+            continue
+        chief_end = {s["step"]: s["end_us"] for s in chief["steps"]}
+        deltas = [chief_end[s["step"]] - s["end_us"] for s in node["steps"] if s["step"] in chief_end]
+        offsets[node["task"]] = int(statistics.median(deltas)) if deltas else 0
+    return offsets
+
+
+def _name_event(pid, tid, kind, name):
+    return {"ph": "M", "pid": pid, "tid": tid, "name": kind, "args": {"name": name}}
+
+
+def merge_traces(nodes):
+    """Node files -> ``{"traceEvents": [...]}``: pid = node task, tid = device, times on the chief's clock.
+
+    Each op becomes a complete event (``"ph": "X"``) with ``cat`` from
+    ``classify`` and ``args`` naming the traced step and the session that ran
+    it; each traced step of each node is one more event (``cat`` ``step``).
+    An op runs on some task's device; it goes to that task's pid, its time
+    shifted by that task's offset.
+    """
+    offsets = clock_offsets(nodes)
+    addresses = {n["task"]: n["address"] for n in nodes}
+    events, tids = [], {}
+    for node in nodes:
+        pid = node["task"]
+        events.append(_name_event(pid, 0, "process_name", "node {} ({})".format(pid, node["address"])))
+        for step in node["steps"]:
+            shift = offsets.get(pid, 0)
+            events.append({"ph": "X", "cat": "step", "name": "step {}".format(step["step"]), "pid": pid, "tid": 0,
+                           "ts": step["start_us"] + shift, "dur": step["end_us"] - step["start_us"],
+                           "args": {"step": step["step"]}})
+            for device, name, op_type, begin, end in step["ops"]:
+                task = _TASK.search(device)
+                owner = int(task.group(1)) if task and int(task.group(1)) in addresses else pid
+                key = (owner, device)
+                if key not in tids:
+                    tids[key] = len([k for k in tids if k[0] == owner]) + 1
+                    events.append(_name_event(owner, tids[key], "thread_name", device))
+                events.append({"ph": "X", "cat": classify(op_type, name), "name": op_type, "pid": owner,
+                               "tid": tids[key], "ts": begin + offsets.get(owner, 0), "dur": end - begin,
+                               "args": {"op": name, "step": step["step"], "session": pid}})
+    events.append(_name_event(0, 0, "thread_name", "steps"))
+    return {"traceEvents": events, "displayTimeUnit": "ms",
+            "otherData": {"clock_offsets_us": {str(k): v for k, v in offsets.items()}}}
+
+
+def _union(intervals):
+    """Sorted, merged ``[(begin, end)]``."""
+    merged = []
+    for begin, end in sorted(intervals):
+        if merged and begin <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((begin, end))
+    return merged
+
+
+def _length(intervals):
+    return sum(end - begin for begin, end in intervals)
+
+
+def _intersection(a, b):
+    out, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+        begin, end = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if begin < end:
+            out.append((begin, end))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def step_summaries(trace):
+    """Per node and traced step: wall, compute, communication, overlap and idle milliseconds.
+
+    compute and communication are the lengths of the unions of those ops'
+    intervals on the node's devices, overlap the length of their
+    intersection, idle the part of the step's wall time covered by neither.
+    """
+    steps, ops = {}, {}
+    for e in trace["traceEvents"]:
+        if e.get("ph") != "X":
+            continue
+        key = (e["pid"], e["args"]["step"])
+        if e["cat"] == "step":
+            steps[key] = (e["ts"], e["ts"] + e["dur"])
+        else:
+            kind = "compute" if e["cat"] == "compute" else "communication"
+            ops.setdefault(key, {"compute": [], "communication": []})[kind].append((e["ts"], e["ts"] + e["dur"]))
+    rows = []
+    for (pid, step), (begin, end) in sorted(steps.items()):
+        kinds = ops.get((pid, step), {"compute": [], "communication": []})
+        compute, comm = _union(kinds["compute"]), _union(kinds["communication"])
+        busy = _union([(max(b, begin), min(e, end)) for b, e in compute + comm if min(e, end) > max(b, begin)])
+        wall = end - begin
+        rows.append({"node": pid, "step": step, "wall_ms": wall / 1e3, "compute_ms": _length(compute) / 1e3,
+                     "communication_ms": _length(comm) / 1e3,
+                     "overlap_ms": _length(_intersection(compute, comm)) / 1e3,
+                     "idle_ms": max(wall - _length(busy), 0) / 1e3})
+    return rows
+
+
+def format_summary(rows, path):
+    """The summary table printed on the chief."""
+    lines = ["autodist: timeline {} (open it in https://ui.perfetto.dev or chrome://tracing)".format(path),
+             "  node  step   wall ms  compute ms  comm ms  overlap ms  idle ms"]
+    for r in rows:
+        lines.append("  {node:>4}  {step:>4}  {wall_ms:8.2f}  {compute_ms:10.2f}  {communication_ms:7.2f}  "
+                     "{overlap_ms:10.2f}  {idle_ms:7.2f}".format(**r))
+    return "\n".join(lines)
