@@ -217,7 +217,7 @@ class Job:
         if self._trace_dir and self._tracer is None:
             from autodist.runtime.timeline import StepTracer
             self._tracer = StepTracer(self._trace_dir, context.task_index, context.address, context.num_tasks,
-                                      context.is_chief)
+                                      context.is_chief, target=context.target)
         if self._logdir and self._scalars is None:
             from autodist.runtime.summaries import ScalarLog, node_bytes_per_step
             from autodist.strategies.inputs import builder_variables

@@ -6,11 +6,13 @@
                                                         <trace_dir>/timeline_summary.json (+ printed)
 
 Every node runs the same script, so session call ``n`` is the same training
-step on every node; the same call numbers are traced everywhere. The files
-travel through the trace directory: loopback nodes (and nodes sharing a file
-system) write into the same directory, and the chief waits up to
-``TRACE_WAIT`` s for them after its own last traced step, naming the nodes
-whose files did not appear (their trace stays on their machine).
+step on every node; the same call numbers are traced everywhere. Each node
+writes its file into the trace directory on its own machine (the same
+absolute path: nodes run from the chief's working directory). After its own
+last traced step the chief reads the other nodes' files through the job's
+TensorFlow servers (``read_node_file``: a ``ReadFile`` op placed on that
+node), waiting up to ``TRACE_WAIT`` s in all, and names any node whose file
+did not appear; a trace is tens of kilobytes, read once per job.
 
 Clocks: TensorFlow stamps ops with the wall clock of the machine that ran
 them. Nodes on one host (same hostname) share that clock: offset 0. For a
@@ -33,9 +35,9 @@ import sys
 import time
 
 from autodist.fileio import atomic_write_bytes
-from autodist.kernel.names import INIT_OPS
+from autodist.kernel.names import INIT_OPS, host_cpu
 
-__all__ = ["TRACE_STEPS", "TRACE_WAIT", "StepTracer", "classify", "node_trace", "merge_traces",
+__all__ = ["TRACE_STEPS", "TRACE_WAIT", "StepTracer", "read_node_file", "classify", "node_trace", "merge_traces",
            "step_summaries", "format_summary", "clock_offsets", "TIMELINE_FILE", "SUMMARY_FILE"]
 
 TRACE_STEPS = (5, 10, 15)     # session calls traced (1-based): past the first, slow calls
@@ -107,14 +109,17 @@ def node_trace(step_stats, step, start_us, end_us):
 class StepTracer:
     """Traces session calls ``steps`` of one node; writes its file, and on the chief the merged timeline.
 
-    The session asks ``options(step)`` before each call (None: run as usual,
-    the cheap path) and hands the ``RunMetadata`` back to ``finish_step``.
+    The session asks ``options()`` before each call (None: run as usual, the
+    cheap path) and hands the ``RunMetadata`` back to ``finish_step``.
+    ``target`` is this node's server (the chief reads the other nodes' files
+    through the job's servers, ``read_node_file``).
     """
 
-    def __init__(self, trace_dir, task, address, num_tasks, is_chief, steps=TRACE_STEPS, wait=TRACE_WAIT,
-                 out=None):
+    def __init__(self, trace_dir, task, address, num_tasks, is_chief, target=None, steps=TRACE_STEPS,
+                 wait=TRACE_WAIT, out=None):
         self.trace_dir = os.path.abspath(os.path.expanduser(trace_dir))
         self.task, self.address, self.num_tasks, self.is_chief = task, address, num_tasks, is_chief
+        self.target = target
         self.steps = frozenset(steps)
         self._last = max(self.steps)
         self._wait = wait
@@ -124,7 +129,7 @@ class StepTracer:
         self.written = None    # the merged timeline's path, once written
 
     def options(self):
-        """``(RunOptions, RunMetadata, start_us)`` when the next call is traced, else None."""
+        """``(RunOptions, RunMetadata, start_us)`` when this call is traced, else None; counts every call."""
         self.calls += 1
         if self.calls not in self.steps:
             return None
@@ -145,27 +150,22 @@ class StepTracer:
         data = {"task": self.task, "address": self.address, "host": socket.gethostname(), "steps": self._traces}
         atomic_write_bytes(self.node_file(self.task), json.dumps(data).encode(), mode=0o644)
         if self.is_chief:
-            self.written = self.merge()
+            self.written = self.merge(data)
 
-    def merge(self):
-        """Read every node's file (waiting up to ``wait`` s), write timeline.json and the summary."""
-        from autodist.runner.base import wait_until
-        files = [self.node_file(t) for t in range(self.num_tasks)]
-        wait_until(lambda: all(os.path.exists(f) for f in files), self._wait, 0.2)
-        nodes, missing = [], []
-        for task, path in enumerate(files):
-            if os.path.exists(path):
-                with open(path) as f:
-                    nodes.append(json.load(f))
-            else:
-                missing.append(task)
+    def merge(self, own):
+        """Fetch the other nodes' files (``wait`` s in all), write timeline.json and the summary; its path."""
+        deadline = time.monotonic() + self._wait
+        nodes, missing = [own], []
+        for task in range(self.num_tasks):
+            if task != self.task:
+                data = read_node_file(self.target, task, self.node_file(task), deadline)
+                (nodes.append(json.loads(data)) if data is not None else missing.append(task))
         if missing:
-            print("autodist: timeline: no trace from node(s) {} after {:.0f} s (their files {} are on "
-                  "their own machines unless {} is shared); the timeline shows the other nodes".format(
+            print("autodist: timeline: no trace from node(s) {} within {:.0f} s (their {} did not appear); "
+                  "the timeline shows the other nodes".format(
                       ", ".join(str(t) for t in missing), self._wait,
-                      ", ".join(os.path.basename(files[t]) for t in missing), self.trace_dir),
-                  file=sys.stderr, flush=True)
-        trace = merge_traces(nodes)
+                      ", ".join(self.node_file(t) for t in missing)), file=sys.stderr, flush=True)
+        trace = merge_traces(sorted(nodes, key=lambda n: n["task"]))
         path = os.path.join(self.trace_dir, TIMELINE_FILE)
         atomic_write_bytes(path, json.dumps(trace).encode(), mode=0o644)
         summaries = step_summaries(trace)
@@ -173,6 +173,30 @@ class StepTracer:
                            json.dumps(summaries, indent=2).encode(), mode=0o644)
         print(format_summary(summaries, path), file=self._out, flush=True)
         return path
+
+
+def read_node_file(target, task, path, deadline, interval=0.2):
+    """The bytes of ``path`` on node ``task``, read there by the job's TensorFlow servers; None by ``deadline``.
+
+    A ``ReadFile`` op placed on the node's CPU runs in a session on this
+    node's server (``target``): the bytes come back over the job's own gRPC
+    channels, so no shared file system and no extra connection is needed.
+    A missing file is retried every ``interval`` s until ``deadline`` (monotonic).
+    """
+    import tensorflow as tf
+    graph = tf.Graph()
+    with graph.as_default(), tf.device(host_cpu(task)):
+        data = tf.io.read_file(path)
+    with tf.compat.v1.Session(target, graph=graph) as session:
+        while True:
+            remaining = deadline - time.monotonic()
+            options = tf.compat.v1.RunOptions(timeout_in_ms=max(int(remaining * 1000), 1))
+            try:
+                return session.run(data, options=options)
+            except (tf.errors.NotFoundError, tf.errors.DeadlineExceededError):
+                if time.monotonic() + interval >= deadline:
+                    return None
+                time.sleep(interval)
 
 
 def clock_offsets(nodes):
