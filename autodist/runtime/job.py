@@ -224,7 +224,8 @@ class Job:
             from autodist.strategies.report import plan_report
             report = plan_report(strategy, builder_variables(item), self._spec)
             self._scalars = ScalarLog(self._logdir, context.task_index,
-                                      node_bytes_per_step(report, context.task_index, context.address))
+                                      node_bytes_per_step(report, context.task_index, context.address),
+                                      address=context.address)
         return {"tracer": self._tracer, "scalars": self._scalars}
 
     # -- finish ------------------------------------------------------------------------

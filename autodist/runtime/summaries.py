@@ -14,6 +14,8 @@ per step. Events are flushed every ``FLUSH_SECS`` s and when the process exits.
 import atexit
 import os
 
+from autodist.runtime.timeline import writable_directory
+
 __all__ = ["ScalarLog", "write_graph", "FLUSH_SECS", "node_bytes_per_step"]
 
 FLUSH_SECS = 5
@@ -46,8 +48,9 @@ def node_bytes_per_step(report, task, address):
 class ScalarLog:
     """Per-step scalars of one node (see the module docstring)."""
 
-    def __init__(self, logdir, node, bytes_per_step=None):
-        self.path = os.path.join(os.path.abspath(os.path.expanduser(logdir)), "node-{}".format(node))
+    def __init__(self, logdir, node, bytes_per_step=None, address="this node"):
+        self.path = writable_directory(os.path.join(os.path.expanduser(logdir), "node-{}".format(node)),
+                                       "TensorBoard", address)
         self._writer = _file_writer(self.path)
         self._bytes = bytes_per_step
         self.steps = 0

@@ -34,10 +34,11 @@ import statistics
 import sys
 import time
 
+from autodist.errors import SessionError
 from autodist.fileio import atomic_write_bytes
 from autodist.kernel.names import INIT_OPS, host_cpu
 
-__all__ = ["TRACE_STEPS", "TRACE_WAIT", "StepTracer", "read_node_file", "classify", "node_trace", "merge_traces",
+__all__ = ["TRACE_STEPS", "TRACE_WAIT", "StepTracer", "read_node_file", "writable_directory", "classify", "node_trace", "merge_traces",
            "step_summaries", "format_summary", "clock_offsets", "TIMELINE_FILE", "SUMMARY_FILE"]
 
 TRACE_STEPS = (5, 10, 15)     # session calls traced (1-based): past the first, slow calls
@@ -117,7 +118,7 @@ class StepTracer:
 
     def __init__(self, trace_dir, task, address, num_tasks, is_chief, target=None, steps=TRACE_STEPS,
                  wait=TRACE_WAIT, out=None):
-        self.trace_dir = os.path.abspath(os.path.expanduser(trace_dir))
+        self.trace_dir = writable_directory(trace_dir, "trace", address)
         self.task, self.address, self.num_tasks, self.is_chief = task, address, num_tasks, is_chief
         self.target = target
         self.steps = frozenset(steps)
@@ -197,6 +198,19 @@ def read_node_file(target, task, path, deadline, interval=0.2):
                 if time.monotonic() + interval >= deadline:
                     return None
                 time.sleep(interval)
+            except tf.errors.OpError:   # the node is gone (its failure is the job's to report)
+                return None
+
+
+def writable_directory(path, what, address):
+    """``path`` made absolute and created; SessionError naming the node and the option when it cannot be."""
+    path = os.path.abspath(os.path.expanduser(path))
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise SessionError("node {}: cannot create the {} directory {} ({}); give a writable directory".format(
+            address, what, path, e.strerror or e)) from e
+    return path
 
 
 def clock_offsets(nodes):

@@ -9,6 +9,7 @@ import json
 import time
 
 import numpy as np
+import pytest
 import tensorflow as tf
 from tensorflow.core.framework import step_stats_pb2
 
@@ -124,3 +125,11 @@ def test_only_the_chosen_calls_get_trace_options(tmp_path):
     tracer.finish_step(metadata, 5)
     assert tracer.written == str(tmp_path / TIMELINE_FILE)
     assert tracer.options() is None
+
+
+def test_an_unwritable_trace_directory_is_a_clear_error(tmp_path):
+    from autodist.errors import SessionError
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(SessionError, match="node 10.0.0.2: cannot create the trace directory .*file/trace"):
+        StepTracer(str(blocker / "trace"), task=1, address="10.0.0.2", num_tasks=2, is_chief=False)
