@@ -27,6 +27,7 @@ common step end and keep a larger error.
 In the trace: one pid per node (named by its address), one tid per device;
 each op's ``cat`` is ``compute`` or ``communication,<kind>`` (``classify``).
 """
+import atexit
 import json
 import os
 import re
@@ -129,6 +130,15 @@ class StepTracer:
         self._traces = []
         self.calls = 0
         self.written = None    # the merged timeline's path, once written
+        if is_chief:
+            atexit.register(self.note_unwritten)
+
+    def note_unwritten(self):
+        """At the chief's exit: say why there is no timeline when the job ended before the last traced call."""
+        if self.written is None and self.calls < self._last:
+            print("autodist: timeline: not written: the job made {} session calls, and the timeline is written "
+                  "after call {} (calls {} are traced)".format(self.calls, self._last, ", ".join(
+                      str(s) for s in sorted(self.steps))), file=sys.stderr, flush=True)
 
     def options(self):
         """``(RunOptions, RunMetadata, start_us)`` when this call is traced, else None; counts every call."""

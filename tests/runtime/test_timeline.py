@@ -4,6 +4,7 @@ Recorded step stats are built as TensorFlow's ``StepStats`` protos (two nodes,
 hand-made times, so every number below is checked exactly); one real session
 checks that a traced call of a DistributedSession lands in the files.
 """
+import atexit
 import io
 import json
 import time
@@ -133,3 +134,13 @@ def test_an_unwritable_trace_directory_is_a_clear_error(tmp_path):
     blocker.write_text("")
     with pytest.raises(SessionError, match="node 10.0.0.2: cannot create the trace directory .*file/trace"):
         StepTracer(str(blocker / "trace"), task=1, address="10.0.0.2", num_tasks=2, is_chief=False)
+
+
+def test_a_job_too_short_for_the_last_traced_call_says_so(tmp_path, capsys):
+    tracer = StepTracer(str(tmp_path), task=0, address="10.0.0.1", num_tasks=1, is_chief=True, out=io.StringIO())
+    for _ in range(7):
+        tracer.options()
+    tracer.note_unwritten()
+    atexit.unregister(tracer.note_unwritten)   # said once here, not again when pytest exits
+    assert "not written: the job made 7 session calls, and the timeline is written after call 15 (calls 5, 10, " \
+           "15 are traced)" in capsys.readouterr().err
