@@ -177,7 +177,7 @@ class StepTracer:
                   "the timeline shows the other nodes".format(
                       ", ".join(str(t) for t in missing), self._wait,
                       ", ".join(self.node_file(t) for t in missing)), file=sys.stderr, flush=True)
-        trace = merge_traces(sorted(nodes, key=lambda n: n["task"]))
+        trace = merge_traces(sorted(nodes, key=lambda n: n["task"]), reference=self.task)
         path = os.path.join(self.trace_dir, TIMELINE_FILE)
         atomic_write_bytes(path, json.dumps(trace).encode(), mode=0o644)
         summaries = step_summaries(trace)
@@ -224,9 +224,15 @@ def writable_directory(path, what, address):
     return path
 
 
-def clock_offsets(nodes):
-    """``{task: microseconds to add to that task's clock}`` to read it on the chief's (see module doc)."""
-    chief = min(nodes, key=lambda n: n["task"]) if nodes else None
+def clock_offsets(nodes, reference=None):
+    """``{task: microseconds to add to that task's clock}`` to read it on task ``reference``'s clock.
+
+    ``reference`` is the chief (the node that merges); by default the lowest task. See the module doc.
+    """
+    if not nodes:
+        return {}
+    by_task = {n["task"]: n for n in nodes}
+    chief = by_task.get(reference, by_task[min(by_task)])
     offsets = {}
     for node in nodes:
         if node["host"] == chief["host"]:
@@ -242,16 +248,16 @@ def _name_event(pid, tid, kind, name):
     return {"ph": "M", "pid": pid, "tid": tid, "name": kind, "args": {"name": name}}
 
 
-def merge_traces(nodes):
+def merge_traces(nodes, reference=None):
     """Node files -> ``{"traceEvents": [...]}``: pid = node task, tid = device, times on the chief's clock.
 
     Each op becomes a complete event (``"ph": "X"``) with ``cat`` from
     ``classify`` and ``args`` naming the traced step and the session that ran
     it; each traced step of each node is one more event (``cat`` ``step``).
     An op runs on some task's device; it goes to that task's pid, its time
-    shifted by that task's offset.
+    shifted by that task's offset (``clock_offsets``: onto task ``reference``'s clock).
     """
-    offsets = clock_offsets(nodes)
+    offsets = clock_offsets(nodes, reference)
     addresses = {n["task"]: n["address"] for n in nodes}
     events, tids = [], {}
     for node in nodes:

@@ -67,6 +67,7 @@ def test_a_node_trace_keeps_each_op_with_its_device_type_and_times():
 def test_nodes_on_one_host_share_a_clock_and_others_are_aligned_on_their_step_ends():
     assert clock_offsets(_two_nodes("a")) == {0: 0, 1: 0}
     assert clock_offsets(_two_nodes("b")) == {0: 0, 1: -5000}
+    assert clock_offsets(_two_nodes("b"), reference=1) == {0: 5000, 1: 0}
 
 
 def test_merged_trace_has_a_pid_per_node_categories_and_aligned_times():
