@@ -23,6 +23,7 @@ so such errors wait up to ``PEER_ERROR_GRACE`` seconds for that report.
 import queue
 import sys
 import threading
+import time
 
 import numpy as np
 import tensorflow as tf
@@ -197,6 +198,15 @@ class FetchMapper:
             return copies[:1], lambda values: values[0]
         return copies, lambda values: np.concatenate(values, axis=axis)
 
+    def rows(self, feed_dict):
+        """This node's examples in a step: the split dimension's size of the first split feed (0: none)."""
+        for key, value in (feed_dict or {}).items():
+            element = self.element(key)
+            axis = None if isinstance(element, tf.Operation) else _split_axis(element.shape)
+            if axis is not None and np.ndim(value) > axis:
+                return np.shape(value)[axis]
+        return 0
+
     def feed(self, key, value):
         """{name in this node's graph: value} for one feed."""
         element = self.element(key)
@@ -217,9 +227,12 @@ class FetchMapper:
 class DistributedSession(tf_session.SessionInterface):
     """A session on this node's distributed graph that speaks the user's graph."""
 
-    def __init__(self, session, mapper, original_graph, failure=None, on_interrupt=None, monitor=None):
+    def __init__(self, session, mapper, original_graph, failure=None, on_interrupt=None, monitor=None,
+                 tracer=None, scalars=None):
         self._session = session
         self._monitor = monitor   # a StepMonitor (``autodist.runtime.step_report``), or None
+        self._tracer = tracer     # a StepTracer (``autodist.runtime.timeline``), or None
+        self._scalars = scalars   # a ScalarLog (``autodist.runtime.summaries``), or None
         self._mapper = mapper
         self._original = original_graph
         self._version = original_graph.version
@@ -281,11 +294,31 @@ class DistributedSession(tf_session.SessionInterface):
         self._check_graph(leaves + list(feed_dict or {}))
         names, unflatten = self._map_fetches(leaves, pack)
         feeds = self._map_feeds(feed_dict)
+        if self._tracer is not None or self._scalars is not None:
+            return unflatten(self._observed(names, feeds, feed_dict, options, run_metadata))
+        return unflatten(self._run_names(names, feeds, options, run_metadata))
+
+    def _run_names(self, names, feeds, options, run_metadata):
+        """One watched call of the inner session; the end of a tf.data input explained."""
         try:
-            values = self._call(lambda: self._session.run(names, feeds, options=options, run_metadata=run_metadata))
+            return self._call(lambda: self._session.run(names, feeds, options=options, run_metadata=run_metadata))
         except tf.errors.OutOfRangeError as e:
             raise explained_end_of_input(e, self._mapper.assignment) from e
-        return unflatten(values)
+
+    def _observed(self, names, feeds, feed_dict, options, run_metadata):
+        """A call traced on the steps the tracer chooses and timed for the scalars (the views are on)."""
+        traced = self._tracer.options() if self._tracer is not None else None   # counts every call
+        if traced is not None and options is None and run_metadata is None:
+            options, run_metadata, start_us = traced
+        else:
+            traced = None   # the caller's own options win
+        started = time.monotonic()
+        values = self._run_names(names, feeds, options, run_metadata)
+        if self._scalars is not None:
+            self._scalars.step(time.monotonic() - started, self._mapper.rows(feed_dict))
+        if traced is not None:
+            self._tracer.finish_step(run_metadata, start_us)
+        return values
 
     def _call(self, fn):
         monitor = self._monitor
