@@ -68,7 +68,7 @@ def _links(report):
 def plan_layout(report, spec, predicted_step_s=None):
     """The :class:`PlanLayout` of a ``PlanReport`` on ``spec`` (``predicted_step_s`` joins the title)."""
     spec_devices = dict(spec.devices)
-    nodes = {n.address: [] for n in spec.nodes}
+    nodes = {n.address: [] for n in spec.node_specs}
     for device in report.devices:
         nodes.setdefault(_node_of(device.device, spec_devices), []).append(device.device)
     variables = {}
