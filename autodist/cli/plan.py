@@ -2,6 +2,7 @@
 
     autodist plan -r SPEC -s BUILDER [--arg key=value ...] [--format table|json] GRAPH_ITEM_FILE
     autodist plan [-r SPEC] [-s BUILDER] [--arg ...] SCRIPT.py [script args ...]
+    ... [--png FILE] [--dot FILE] [--dump-graphs DIR]     pictures and graphs (``autodist.cli.plan_views``)
 
 A GraphItem file (written by ``GraphItem.serialize``) is planned directly; it
 needs ``-r``, and ``-s`` defaults to PSLoadBalancing, AutoDist's default. A
@@ -25,7 +26,9 @@ import ast
 import inspect
 import json
 import os
+import sys
 
+from autodist.cli import plan_views
 from autodist.errors import CaptureError, StrategyError
 
 __all__ = ["register", "make_builder", "parse_builder_args", "builder_from_args", "require_file"]
@@ -53,6 +56,7 @@ def _add_options(parser, default=None):
                              "or estimate it from its float operations (default: measure)")
     parser.add_argument("--batch", type=int, default=32 if default is None else default,
                         help="examples per replica where the graph's inputs leave the batch open (default: 32)")
+    plan_views.add_options(parser, default)
 
 
 def register(subparsers):
@@ -138,7 +142,9 @@ def _plan(args):
         graph_item, spec, builder = _from_script(args.target, args.script_args, spec, builder)
     else:
         graph_item, builder = _from_graph_item_file(args, spec, builder)
-    print(_render(graph_item, spec, builder, args))
+    strategy, report, auto = _plan_report(graph_item, spec, builder)
+    print(_render(graph_item, spec, strategy, report, auto, args))
+    plan_views.write_views(args, graph_item, spec, strategy, report, sys.stderr)
     return 0
 
 
@@ -168,15 +174,20 @@ def _from_script(script, script_args, spec, builder):
             builder or autodist.strategy_builder)
 
 
-def _render(graph_item, spec, builder, args):
+def _plan_report(graph_item, spec, builder):
+    """The builder's strategy, its PlanReport and, for AutoStrategy, its search (else None)."""
     from autodist.strategies import AutoStrategy
     from autodist.strategies.inputs import builder_variables
-    from autodist.strategies.report import format_table, plan_report
+    from autodist.strategies.report import plan_report
     auto = builder.search(graph_item, spec) if isinstance(builder, AutoStrategy) else None
     strategy = auto.strategy if auto is not None else builder.build(graph_item, spec)
-    variables = builder_variables(graph_item)
-    report = plan_report(strategy, variables, spec, repr(builder))
-    prediction, sources = _prediction(graph_item, spec, strategy, variables, args)
+    return strategy, plan_report(strategy, builder_variables(graph_item), spec, repr(builder)), auto
+
+
+def _render(graph_item, spec, strategy, report, auto, args):
+    from autodist.strategies.inputs import builder_variables
+    from autodist.strategies.report import format_table
+    prediction, sources = _prediction(graph_item, spec, strategy, builder_variables(graph_item), args)
     if args.format == "json":
         data = report.to_dict()
         data["prediction"] = dict(prediction.to_dict(), **sources)

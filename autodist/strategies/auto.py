@@ -134,7 +134,7 @@ class _Search:
     def __init__(self, variables, resource_spec, compute, calibration):
         self.variables = variables
         self.replicas = tuple(replica_devices(resource_spec))
-        self.nodes = [n.address for n in resource_spec.nodes]
+        self.nodes = list(resource_spec.nodes)
         self.servers = all_cpu_servers(resource_spec)
         self.compute, self.calibration = compute, calibration
         self.rows = compute.sparse_rows

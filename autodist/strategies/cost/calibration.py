@@ -88,7 +88,7 @@ def prior_calibration(spec):
 
 def spec_key(spec):
     """16 hex digits naming the cluster: its nodes' addresses, devices and bandwidths, in order."""
-    nodes = [[n.address, list(n.cpus), list(n.gpus), n.network_bandwidth] for n in spec.nodes]
+    nodes = [[n.address, list(n.cpus), list(n.gpus), n.network_bandwidth] for n in spec.node_specs]
     return hashlib.sha256(json.dumps(nodes, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -130,7 +130,7 @@ def probe(spec, repeats=7, sink=None):
     import tensorflow as tf
     from autodist.kernel.names import host_cpu
     from autodist.spec.cluster import cpu_count_of, node_config
-    chief = next(n for n in spec.nodes if n.chief)
+    chief = next(n for n in spec.node_specs if n.chief)
     if len(spec.nodes) == 1:
         found = _measure(tf, np, "", node_config(cpu_count_of(chief), 0), ["/device:CPU:0"], repeats)
     else:
