@@ -12,8 +12,8 @@ Models (``step_time_models``, per-worker batch, global = 2x): mlp 4096 -> 2048 x
 synthetic batch per node.
 
 Configurations (``--configs``; ``step_time_roles`` has the processes):
-    PS ... Parallax   every autodist builder with its default arguments, through
-                      ``AutoDist(resource_specs/loopback_two_nodes.yml, Builder())``
+    PS ... Parallax,  every autodist builder with its default arguments, through
+    AutoStrategy      ``AutoDist(resource_specs/loopback_two_nodes.yml, Builder())``
     hand_ps           TF1 parameter server by hand: 1 PS process (node 0) + 2 workers,
                       a ConditionalAccumulator per variable, a token queue per worker
     mwms, mwms_25mib  MultiWorkerMirroredStrategy, RING, one pack / 25 MiB packs, Keras 3

@@ -37,7 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 SCRIPT = os.path.join(HERE, "step_time.py")
 BUILDERS = ("PS", "PSLoadBalancing", "PartitionedPS", "UnevenPartitionedPS", "AllReduce", "PartitionedAR",
-            "RandomAxisPartitionAR", "Parallax")
+            "RandomAxisPartitionAR", "Parallax", "AutoStrategy")
 BASELINES = ("hand_ps", "mwms", "mwms_25mib")
 CONFIGS = BASELINES + ("single",) + BUILDERS
 SPEC = os.path.join(REPO, "resource_specs", "loopback_two_nodes.yml")

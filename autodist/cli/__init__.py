@@ -17,12 +17,12 @@ import argparse
 
 from autodist import __version__
 from autodist.cli.common import EXIT_USER_ERROR, USER_ERRORS, report_error
-from autodist.cli import plan, run, spec, spec_convert
+from autodist.cli import calibrate, plan, run, spec, spec_convert
 
 __all__ = ["main", "build_parser", "COMMANDS"]
 
 #: Command modules, each with ``register(subparsers)``.
-COMMANDS = (spec, spec_convert, plan, run)
+COMMANDS = (spec, spec_convert, plan, calibrate, run)
 
 
 def build_parser():

@@ -12,6 +12,14 @@ the captured graph, and its resource spec and builder unless ``-r`` / ``-s``
 replace them (options on the command line win). ``--arg`` values are Python
 literals where they parse (``sync=False``, ``chunk_size=64``, ``seed=None``),
 strings otherwise (``all_reduce_spec=RING``).
+
+Every plan also gives its predicted step time and communication share
+(``autodist.strategies.cost``): one replica's step is measured here once per
+graph and ``--batch`` (cached; ``--compute estimate`` counts float operations
+instead), the network figures are ``autodist calibrate``'s cache or the spec's
+prior. With ``-s AutoStrategy`` the JSON gains an ``"auto"`` object (the
+chosen candidate and every candidate's prediction) and the table a candidates
+table.
 """
 import argparse
 import ast
@@ -43,6 +51,11 @@ def _add_options(parser, default=None):
     parser.add_argument("--format", choices=("table", "json"),
                         default="table" if default is None else default,
                         help="output format (default: table)")
+    parser.add_argument("--compute", choices=("measure", "estimate"), default="measure" if default is None else default,
+                        help="one replica's step for the predicted step time: run the graph here once (cached) "
+                             "or estimate it from its float operations (default: measure)")
+    parser.add_argument("--batch", type=int, default=32 if default is None else default,
+                        help="examples per replica where the graph's inputs leave the batch open (default: 32)")
     plan_views.add_options(parser, default)
 
 
@@ -129,8 +142,8 @@ def _plan(args):
         graph_item, spec, builder = _from_script(args.target, args.script_args, spec, builder)
     else:
         graph_item, builder = _from_graph_item_file(args, spec, builder)
-    strategy, report = _plan_report(graph_item, spec, builder)
-    print(_render(report, args.format))
+    strategy, report, auto = _plan_report(graph_item, spec, builder)
+    print(_render(graph_item, spec, strategy, report, auto, args))
     plan_views.write_views(args, graph_item, spec, strategy, report, sys.stderr)
     return 0
 
@@ -162,15 +175,56 @@ def _from_script(script, script_args, spec, builder):
 
 
 def _plan_report(graph_item, spec, builder):
-    """The builder's strategy and its PlanReport."""
+    """The builder's strategy, its PlanReport and, for AutoStrategy, its search (else None)."""
+    from autodist.strategies import AutoStrategy
     from autodist.strategies.inputs import builder_variables
     from autodist.strategies.report import plan_report
-    strategy = builder.build(graph_item, spec)
-    return strategy, plan_report(strategy, builder_variables(graph_item), spec, repr(builder))
+    auto = builder.search(graph_item, spec) if isinstance(builder, AutoStrategy) else None
+    strategy = auto.strategy if auto is not None else builder.build(graph_item, spec)
+    return strategy, plan_report(strategy, builder_variables(graph_item), spec, repr(builder)), auto
 
 
-def _render(report, output_format):
+def _render(graph_item, spec, strategy, report, auto, args):
+    from autodist.strategies.inputs import builder_variables
     from autodist.strategies.report import format_table
-    if output_format == "json":
-        return json.dumps(report.to_dict(), indent=2)
-    return format_table(report)
+    prediction, sources = _prediction(graph_item, spec, strategy, builder_variables(graph_item), args)
+    if args.format == "json":
+        data = report.to_dict()
+        data["prediction"] = dict(prediction.to_dict(), **sources)
+        if auto is not None:
+            data["auto"] = auto.to_dict()
+        return json.dumps(data, indent=2)
+    table = format_table(report).split("\n")
+    extra = [_prediction_line(prediction, sources)] + (_auto_lines(auto) if auto is not None else [])
+    return "\n".join(table[:-1] + extra + table[-1:])
+
+
+def _prediction(graph_item, spec, strategy, variables, args):
+    """The plan's predicted step (measured or estimated compute, cached or prior calibration)."""
+    from autodist.strategies.cost import cluster_calibration, estimate_compute, predict
+    from autodist.strategies.cost.compute import measure_or_estimate
+    calibration = cluster_calibration(spec)
+    if args.compute == "measure":
+        compute = measure_or_estimate(graph_item, calibration, args.batch)
+    else:
+        compute = estimate_compute(graph_item, calibration, args.batch)
+    sources = {"calibration": calibration.source, "compute": compute.source, "batch": args.batch}
+    return predict(strategy, variables, compute, calibration), sources
+
+
+def _prediction_line(prediction, sources):
+    return ("predicted step {:.2f} ms: compute {:.2f} ms ({}, batch {}), fixed {:.2f} ms, communication {:.2f} ms "
+            "of which {:.2f} ms exposed ({:.0%} of the step; calibration: {})".format(
+                prediction.step_s * 1e3, prediction.compute_s * 1e3, sources["compute"], sources["batch"],
+                prediction.fixed_s * 1e3, prediction.comm_s * 1e3, prediction.exposed_comm_s * 1e3,
+                prediction.comm_share, sources["calibration"]))
+
+
+def _auto_lines(auto):
+    """AutoStrategy's candidates as a table, the chosen one marked."""
+    lines = ["", "AutoStrategy chose {} ({:.2f} ms predicted with the search's compute figure):".format(
+        auto.chosen, auto.prediction.step_s * 1e3)]
+    for name, prediction in auto.candidates:
+        lines.append("  {} {:<16} {:>10.2f} ms  communication {:>4.0%}".format(
+            "*" if name == auto.chosen else " ", name, prediction.step_s * 1e3, prediction.comm_share))
+    return lines + [""]

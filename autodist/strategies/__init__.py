@@ -11,6 +11,8 @@ two engines (``ps.PS`` and ``all_reduce.AllReduce``) plus their composition
     PS  <-  PSLoadBalancing  <-  PartitionedPS, UnevenPartitionedPS
     AllReduce  <-  PartitionedAR  <-  RandomAxisPartitionAR
     Parallax = AllReduce (dense) + PSLoadBalancing (sparse)
+    AutoStrategy = the cheapest of five presets and a per-variable search, priced by
+                   the cost model (``autodist.strategies.cost``)
 
 Every algorithm reads only what ``inputs`` gives it (``BuilderVariable`` lists
 and device names), so ``builder.build_from_variables(variables, resource_spec)``
@@ -20,6 +22,7 @@ write the Strategy (the plan) through ``autodist.kernel.contract``, and
 ``autodist plan``.
 """
 from autodist.strategies.all_reduce import AllReduce
+from autodist.strategies.auto import AutoStrategy
 from autodist.strategies.base import Strategy, StrategyBuilder, VariableStrategyBuilder
 from autodist.strategies.compiler import StrategyCompiler
 from autodist.strategies.parallax import Parallax
@@ -31,10 +34,10 @@ from autodist.strategies.ps_load_balancing import PSLoadBalancing
 __all__ = [
     "PS", "PSLoadBalancing", "PartitionedPS", "UnevenPartitionedPS", "AllReduce",
     "PartitionedAR", "RandomAxisPartitionAR", "Parallax", "Strategy", "StrategyBuilder",
-    "StrategyCompiler", "VariableStrategyBuilder", "BUILDERS",
+    "StrategyCompiler", "VariableStrategyBuilder", "AutoStrategy", "BUILDERS",
 ]
 
 #: Builder classes by name, as ``autodist plan -s NAME`` accepts them.
 BUILDERS = {cls.__name__: cls for cls in (
     PS, PSLoadBalancing, PartitionedPS, UnevenPartitionedPS, AllReduce, PartitionedAR,
-    RandomAxisPartitionAR, Parallax)}
+    RandomAxisPartitionAR, Parallax, AutoStrategy)}

@@ -29,7 +29,7 @@ from autodist.kernel.contract import read_entries
 
 __all__ = ["ShardRow", "VariableRow", "DeviceRow", "PlanReport", "plan_report", "format_table",
            "ring_all_reduce_bytes", "ps_push_pull_bytes", "server_loads", "load_imbalance",
-           "human_bytes"]
+           "human_bytes", "pieces"]
 
 _SYNCHRONIZER_NAMES = {"ps": "PS", "ar": "AllReduce"}
 
@@ -121,7 +121,7 @@ def _shard_extents(partition, var):
     return sizes, tuple(s * row_bytes for s in sizes)
 
 
-def _pieces(entry, var):
+def pieces(entry, var):
     """``(name, synchronizer entry, bytes)`` per synchronized piece of a variable entry."""
     if entry.partition is None:
         return [(entry.var_name, entry.synchronizer, var.byte_size if var is not None else 0)]
@@ -138,7 +138,7 @@ def _placement_of(sync):
 
 def _variable_row(entry, var):
     sync = entry.synchronizer
-    pieces = _pieces(entry, var)
+    synced = pieces(entry, var)
     partition = entry.partition
     sizes = _shard_extents(partition, var)[0] if partition is not None else None
     return VariableRow(
@@ -146,16 +146,16 @@ def _variable_row(entry, var):
         dtype="?" if var is None else var.dtype, bytes=0 if var is None else var.byte_size,
         sparse=bool(var is not None and var.is_sparse),
         synchronizer=_SYNCHRONIZER_NAMES[sync.kind] if sync is not None else "none",
-        placement=tuple(_placement_of(part) for _, part, _ in pieces),
+        placement=tuple(_placement_of(part) for _, part, _ in synced),
         partitioner=partition.partitioner if partition is not None else "", shard_sizes=tuple(sizes or ()),
         compressor=sync.compressor.name if sync is not None and sync.kind == "ar" else "-",
-        shards=tuple(ShardRow(name, _placement_of(part), b) for name, part, b in pieces))
+        shards=tuple(ShardRow(name, _placement_of(part), b) for name, part, b in synced))
 
 
 def _loads(entries, by_name, resource_spec):
     loads = {name: 0 for name, _ in resource_spec.cpu_devices}
     for entry in entries.variables.values():
-        for _, part, nbytes in _pieces(entry, by_name.get(entry.var_name)):
+        for _, part, nbytes in pieces(entry, by_name.get(entry.var_name)):
             if part is not None and part.kind == "ps":
                 loads[part.destination] = loads.get(part.destination, 0) + nbytes
     return loads
@@ -220,7 +220,7 @@ def plan_report(strategy, variables, resource_spec, builder=None):
     for entry in entries.variables.values():
         var = by_name.get(entry.var_name)
         rows.append(_variable_row(entry, var))
-        for _, part, nbytes in _pieces(entry, var):
+        for _, part, nbytes in pieces(entry, var):
             traffic.piece(part, nbytes)
     traffic.finish()
     listed = {entry.var_name for entry in entries.variables.values()}

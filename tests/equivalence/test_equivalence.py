@@ -80,3 +80,35 @@ def test_equivalent_to_single_device(builder, model, topology, pools, tmp_path):
     reference = _reference(model)
     for node_losses, node_values in results:
         harness.check(reference, losses, node_values)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_auto_strategy_equivalent_to_single_device(model, pools, tmp_path):
+    """AutoStrategy's plan (whichever candidate it picks) trains like one device, as every builder does."""
+    test_equivalent_to_single_device("AutoStrategy", model, "2nodes-2+1", pools, tmp_path)
+
+
+#: Parameter-server bytes cost everything, collectives more: on 2nodes-1+1 AutoStrategy's search then
+#: balances the two servers by splitting the cnn's two largest kernels (a "searched" plan, no preset).
+_RPC_BOUND = dict(rpc_latency_s=0.0, rpc_bandwidth=1e3, rpc_duplex=1.0, collective_latency_s=1.0,
+                  collective_bandwidth=1.0, local_bandwidth=1e12, update_bytes_per_s=1e12, fixed_step_s=0.0,
+                  round_trip_s=0.0, overlap=0.0, flops=1e9)
+
+
+@pytest.mark.slow
+def test_searched_plan_equivalent_to_single_device(pools, tmp_path):
+    from autodist.kernel.contract import read_entries
+    from autodist.strategies.base import Strategy
+    from autodist.strategies.cost import Calibration, Compute
+    topology = "2nodes-1+1"
+    case = {"model": "cnn", "builder": "AutoStrategy", "job_id": "eq-" + uuid.uuid4().hex[:12],
+            "strategy_path": str(tmp_path / "strategy.pb"), "key_base": next(_keys) * 100000,
+            "kwargs": {"calibration": Calibration(**_RPC_BOUND), "compute": Compute(0.01)}}
+    results = pools(topology).run(case, _rows(topology))
+    split = {name for name, entry in read_entries(Strategy.deserialize(path=case["strategy_path"])).variables.items()
+             if entry.partition is not None}
+    assert split == {"conv2d/kernel", "dense/kernel"}
+    losses = [sum((list(node[0][step]) for node in results), []) for step in range(harness.STEPS)]
+    for node_losses, node_values in results:
+        harness.check(_reference("cnn"), losses, node_values)

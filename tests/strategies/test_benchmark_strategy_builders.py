@@ -41,7 +41,7 @@ def test_smoke_run_writes_results(bench, tmp_path, capsys):
     timing = data["results"]["timing"]
     assert {(row["builder"], row["variables"]) for row in timing} == {
         (name, n) for name in ("PS", "PSLoadBalancing", "PartitionedPS", "UnevenPartitionedPS",
-                               "AllReduce", "PartitionedAR", "RandomAxisPartitionAR", "Parallax")
+                               "AllReduce", "PartitionedAR", "RandomAxisPartitionAR", "Parallax", "AutoStrategy")
         for n in (100, 200)}
     rows = {row["model"]: row for row in data["results"]["imbalance"]}
     assert set(rows) == {"resnet50", "bert_base", "mixed_10k"}

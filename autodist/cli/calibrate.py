@@ -1,0 +1,72 @@
+"""``autodist calibrate``: measure the cluster's transport for the cost model, and cache it.
+
+    autodist calibrate -r SPEC [--repeats 7] [--format table|json] [--show]
+
+Starts a TensorFlow server on every node of the spec (as a job does), measures
+latency and bandwidth of TensorFlow's own transport between them, the fixed
+cost of a step and this machine's compute rates (``strategies.cost.probe``),
+writes them to ``~/.autodist/calibration/<spec key>.json`` and prints them
+beside the prior the spec alone gives (the servers' output goes to stderr). ``--show`` prints the cached figures
+(or the prior) without probing. ``autodist plan`` and ``AutoStrategy`` read
+the cache.
+"""
+import json
+import sys
+
+__all__ = ["register", "calibration_rows"]
+
+_ROWS = (("rpc_latency_s", "rpc latency (PS push/pull, per message)", 1e6, "us"),
+         ("rpc_bandwidth", "rpc bandwidth", 1e-6, "MB/s"),
+         ("rpc_duplex", "rpc both ways at once (1) or in turn (0)", 1.0, ""),
+         ("collective_latency_s", "collective latency (per ring message)", 1e6, "us"),
+         ("collective_bandwidth", "collective bandwidth", 1e-6, "MB/s"),
+         ("local_bandwidth", "in-process copy bandwidth", 1e-6, "MB/s"),
+         ("update_bytes_per_s", "parameter-server update rate", 1e-6, "MB/s"),
+         ("fixed_step_s", "fixed cost per step", 1e3, "ms"),
+         ("round_trip_s", "round trip to another node", 1e3, "ms"),
+         ("overlap", "overlap of communication with backprop", 1.0, ""),
+         ("flops", "float operations per second (one replica)", 1e-9, "GFLOP/s"))
+
+
+def register(subparsers):
+    parser = subparsers.add_parser(
+        "calibrate", help="measure the cluster's bandwidth, latency and fixed step cost for the cost model",
+        description="Probe TensorFlow's transport between the spec's nodes and cache the figures the cost "
+                    "model (autodist plan, AutoStrategy) predicts step times with.")
+    parser.add_argument("-r", "--resource-spec", metavar="SPEC", required=True, help="resource spec (YAML)")
+    parser.add_argument("--repeats", type=int, default=7, help="timed runs per measurement (default 7)")
+    parser.add_argument("--show", action="store_true", help="print the cached figures (or the prior); no probe")
+    parser.add_argument("--format", choices=("table", "json"), default="table", help="output format")
+    parser.set_defaults(handler=_calibrate)
+
+
+def calibration_rows(found, prior):
+    """``(what, found, prior, unit)`` text rows of two calibrations."""
+    def text(value, scale):
+        return "{:.4g}".format(value * scale)
+    return [(label, text(getattr(found, key), scale), text(getattr(prior, key), scale), unit)
+            for key, label, scale, unit in _ROWS]
+
+
+def _calibrate(args):
+    from autodist.spec.resource_spec import ResourceSpec
+    from autodist.strategies.cost import cluster_calibration, prior_calibration, save_calibration
+    from autodist.strategies.cost.calibration import calibration_path
+    spec = ResourceSpec(args.resource_spec)
+    prior = prior_calibration(spec)
+    if args.show:
+        found, path = cluster_calibration(spec), calibration_path(spec)
+    else:
+        from autodist.strategies.cost.probe import probe
+        found = probe(spec, repeats=args.repeats, sink=sys.stderr)   # the servers' output: stdout stays ours
+        path = save_calibration(spec, found)
+    if args.format == "json":
+        print(json.dumps({"calibration": found.to_dict(), "prior": prior.to_dict(), "path": path}, indent=2))
+        return 0
+    print("{} ({}): {}".format(spec.path, found.source, path))
+    rows = [("", "found", "prior", "")] + calibration_rows(found, prior)
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for row in rows:
+        print("  ".join(cell.rjust(w) if i in (1, 2) else cell.ljust(w) for i, (cell, w) in
+                        enumerate(zip(row, widths))).rstrip())
+    return 0

@@ -1,0 +1,203 @@
+"""``AutoStrategy``: the plan the cost model predicts fastest, among the presets and a per-variable search.
+
+    from autodist.strategies import AutoStrategy
+    strategy = AutoStrategy().build(graph_item, resource_spec)      # an ordinary Strategy
+    result = AutoStrategy().search(graph_item, resource_spec)       # and why: result.to_dict()
+    # {"chosen": "PSLoadBalancing", "predicted_step_ms": 6.9,
+    #  "candidates": [{"name": "PS", "predicted_step_ms": 9.1}, ..., {"name": "searched", ...}]}
+
+Candidates: the presets ``PS``, ``PSLoadBalancing``, ``PartitionedPS``,
+``AllReduce`` and ``Parallax`` with their default arguments, and "searched":
+starting from PSLoadBalancing's placement, each variable in turn, largest
+first, takes the cheapest of all-reduce (one fused group), a parameter server
+on any CPU device, or even shards on the ``k`` least loaded servers
+(``k`` = 2, 4, 8 ... and every server), the others held fixed; two passes. The search prices a
+move by adding and taking back the variable's traffic (``cost.traffic``), so a
+pass costs O(variables x options x nodes). Every candidate is then priced by
+:func:`~autodist.strategies.cost.predict` on its written Strategy (through the
+contract); the cheapest wins, a preset on a tie.
+
+What the choice depends on, so that every node that builds gets the same plan:
+the variables, the spec, and the calibration rounded to two significant digits
+(:meth:`Calibration.rounded`): by default the probe's cache for the spec, else
+the spec's prior; a job on one machine shares the cache file. The compute
+figure is the graph's float-operation estimate (a deterministic function of the
+graph), not a timing; a measured ``compute`` may be passed by a caller that
+builds once (``autodist plan`` reports measured predictions separately).
+"""
+import dataclasses
+from typing import Tuple
+
+from autodist.kernel.contract import AllReduceEntry, Partition, PSEntry, read_entries, variable_entry, write_entry
+from autodist.proto import strategy_pb2
+from autodist.strategies.all_reduce import AllReduce
+from autodist.strategies.base import Strategy, StrategyBuilder
+from autodist.strategies.cost import Compute, cluster_calibration, predict
+from autodist.strategies.cost.model import exposed_comm_s, fixed_step_s, node_comm_s
+from autodist.strategies.cost.traffic import StepTraffic, add_entry, group_messages
+from autodist.strategies.inputs import all_cpu_servers, builder_variables, replica_devices
+from autodist.strategies.parallax import Parallax
+from autodist.strategies.partitioned_ps import PartitionedPS
+from autodist.strategies.ps import PS
+from autodist.strategies.ps_load_balancing import PSLoadBalancing
+
+__all__ = ["AutoStrategy", "AutoResult", "CANDIDATES", "SEARCHED"]
+
+#: The presets AutoStrategy prices, by name.
+CANDIDATES = (("PS", PS), ("PSLoadBalancing", PSLoadBalancing), ("PartitionedPS", PartitionedPS),
+              ("AllReduce", AllReduce), ("Parallax", Parallax))
+#: The name of the per-variable search's plan.
+SEARCHED = "searched"
+_PASSES = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class AutoResult:
+    """The chosen plan, its name and every candidate's prediction (``(name, Prediction)``, in order)."""
+
+    chosen: str
+    strategy: Strategy
+    candidates: Tuple[tuple, ...]
+
+    @property
+    def prediction(self):
+        return dict(self.candidates)[self.chosen]
+
+    def to_dict(self):
+        """The ``"auto"`` object of ``autodist plan --format json``."""
+        return {"chosen": self.chosen, "predicted_step_ms": round(self.prediction.step_s * 1e3, 4),
+                "candidates": [{"name": name, "predicted_step_ms": round(p.step_s * 1e3, 4),
+                                "comm_share": round(p.comm_share, 4)} for name, p in self.candidates]}
+
+
+class AutoStrategy(StrategyBuilder):
+    """The plan with the smallest predicted step time (see the module docstring).
+
+    ``calibration``: a :class:`~autodist.strategies.cost.Calibration` (default:
+    the cached probe of the spec, else its prior). ``compute``: a
+    :class:`~autodist.strategies.cost.Compute` of one replica's step (default:
+    estimated from the graph's float operations at ``batch`` examples).
+    """
+
+    def __init__(self, calibration=None, compute=None, batch=32):
+        self._calibration = calibration
+        self._compute = compute
+        self._batch = batch
+
+    def build(self, graph_item, resource_spec):
+        return self.search(graph_item, resource_spec).strategy
+
+    def search(self, graph_item, resource_spec):
+        """The :class:`AutoResult` for a captured graph."""
+        calibration = self.calibration(resource_spec)
+        compute = self._compute
+        if compute is None:
+            from autodist.strategies.cost.compute import estimate_compute
+            compute = estimate_compute(graph_item, calibration, self._batch)
+        return self.search_variables(builder_variables(graph_item), resource_spec, compute, calibration)
+
+    def build_from_variables(self, variables, resource_spec):
+        """The chosen Strategy for a ``BuilderVariable`` list, as every variable builder offers."""
+        return self.search_variables(variables, resource_spec, self._compute).strategy
+
+    def calibration(self, resource_spec):
+        """The rounded calibration the search uses on ``resource_spec``."""
+        return (self._calibration or cluster_calibration(resource_spec)).rounded()
+
+    def search_variables(self, variables, resource_spec, compute=None, calibration=None):
+        """The :class:`AutoResult` for a ``BuilderVariable`` list (no graph needed)."""
+        variables = list(variables)
+        calibration = calibration or self.calibration(resource_spec)
+        compute = compute or Compute(0.0, source="none")
+        candidates = [(name, cls().build_from_variables(variables, resource_spec)) for name, cls in CANDIDATES]
+        candidates.append((SEARCHED, _Search(variables, resource_spec, compute, calibration).run()))
+        priced = [(name, strategy, predict(strategy, variables, compute, calibration)) for name, strategy in candidates]
+        best = min(range(len(priced)), key=lambda i: (round(priced[i][2].step_s, 9), i))
+        return AutoResult(priced[best][0], priced[best][1], tuple((name, p) for name, _, p in priced))
+
+    def __repr__(self):
+        return "AutoStrategy(batch={!r})".format(self._batch)
+
+
+def _shard_counts(limit):
+    """Shard counts tried: powers of two below ``limit``, and ``limit`` (every server)."""
+    counts, k = [], 2
+    while k < limit:
+        counts.append(k)
+        k *= 2
+    return counts + [limit] if limit >= 2 else counts
+
+
+class _Search:
+    """Greedy per-variable search over synchronizers, servers and shard counts."""
+
+    def __init__(self, variables, resource_spec, compute, calibration):
+        self.variables = variables
+        self.replicas = tuple(replica_devices(resource_spec))
+        self.nodes = list(resource_spec.nodes)
+        self.servers = all_cpu_servers(resource_spec)
+        self.compute, self.calibration = compute, calibration
+        self.rows = compute.sparse_rows
+        self.traffic = StepTraffic()
+        self.loads = {s: 0 for s in self.servers}
+        self.all_reduced = 0
+        start = PSLoadBalancing().build_from_variables(variables, resource_spec)
+        by_op = read_entries(start).variables
+        self.entries = [by_op[v.op_name] for v in variables]
+        for var, entry in zip(variables, self.entries):
+            self._apply(var, entry, 1)
+
+    def _apply(self, var, entry, scale):
+        groups = add_entry(self.traffic, entry, var, self.replicas, self.rows.get(var.name), scale)
+        if groups:
+            was = self.all_reduced
+            self.all_reduced += scale
+            if (was == 0) != (self.all_reduced == 0):
+                group_messages(self.traffic, self.replicas, {0: scale})
+        for part in entry.parts or (entry,):
+            if part.synchronizer.kind == "ps":
+                share = var.byte_size // (entry.partition.count if entry.partition else 1)
+                self.loads[part.synchronizer.destination] += scale * share
+
+    def cost(self):
+        comm = max(node_comm_s(self.traffic, n, self.calibration) for n in self.nodes)
+        return (exposed_comm_s(comm, self.compute.step_s, self.calibration.overlap)
+                + fixed_step_s(self.traffic, self.calibration))
+
+    def options(self, var):
+        """Entries ``var`` may take: all-reduce, each server, even shards on the least loaded servers."""
+        found = [variable_entry(var.name, var.op_name, [AllReduceEntry(group=0)])]
+        found += [variable_entry(var.name, var.op_name, [PSEntry(s, sync=True)]) for s in self.servers]
+        if var.is_sparse or not var.shape_known or not var.shape or var.shape[0] < 2:
+            return found
+        by_load = sorted(self.servers, key=lambda s: (self.loads[s], self.servers.index(s)))
+        for k in _shard_counts(min(len(self.servers), var.shape[0])):
+            partition = Partition.of(var.op_name, len(var.shape), 0, k)
+            found.append(variable_entry(var.name, var.op_name, [PSEntry(s, sync=True) for s in by_load[:k]],
+                                        partition))
+        return found
+
+    def _best(self, var, current):
+        """The cheapest option for ``var``, the others fixed; ``current`` unless one is strictly cheaper."""
+        best, best_cost = current, round(self.cost(), 12)
+        self._apply(var, current, -1)
+        for option in self.options(var):
+            self._apply(var, option, 1)
+            cost = round(self.cost(), 12)
+            self._apply(var, option, -1)
+            if cost < best_cost:
+                best, best_cost = option, cost
+        self._apply(var, best, 1)
+        return best
+
+    def run(self):
+        order = sorted(range(len(self.variables)), key=lambda i: (-self.variables[i].byte_size, i))
+        for _ in range(_PASSES):
+            for i in order:
+                var = self.variables[i]
+                self.entries[i] = self._best(var, self.entries[i])
+        proto = strategy_pb2.Strategy()
+        for entry in self.entries:
+            write_entry(proto.node_config.add(), entry)
+        proto.graph_config.replicas.extend(self.replicas)
+        return Strategy.with_content_id(proto)

@@ -1,0 +1,114 @@
+"""The cost model's constants for one cluster: measured by the probe, or the spec's prior.
+
+    calibration = load_calibration(spec)      # the cached probe, or None
+    calibration = calibration or prior_calibration(spec)
+
+A :class:`Calibration` holds per-transport latency and bandwidth (and
+whether a node's parameter-server traffic flows both ways at once), the
+in-process copy bandwidth, the parameter servers' cost per aggregated byte,
+the fixed cost of one session step and of each sequential round trip to
+another node, the fraction of backprop that communication can hide, and the
+floating-point rate of one replica (for planning a graph nothing ran).
+
+The probe (``autodist calibrate -r SPEC``, :mod:`.probe`) writes the cache:
+``~/.autodist/calibration/<key>.json``, the directory made 0700, keyed by a
+hash of the spec's nodes (addresses, devices, bandwidths), so every spec of
+the same cluster shares it. Without a probe, :func:`prior_calibration` turns
+``network_bandwidth`` (Gbit/s per node; the slowest node bounds every link)
+into both transports' bandwidth; the remaining constants are the named priors
+below, typical of a datacenter network and a TensorFlow gRPC session.
+"""
+import dataclasses
+import hashlib
+import json
+import os
+
+from autodist.fileio import atomic_write_bytes
+
+__all__ = ["Calibration", "prior_calibration", "spec_key", "calibration_path", "load_calibration",
+           "save_calibration", "DEFAULT_CALIBRATION_DIR", "PRIOR_LATENCY_S", "PRIOR_FIXED_STEP_S", "PRIOR_ROUND_TRIP_S",
+           "PRIOR_FLOPS", "PRIOR_GPU_FLOPS", "PRIOR_LOCAL_BANDWIDTH", "PRIOR_UPDATE_BYTES_PER_S"]
+
+#: Where the probe's results are cached (``~`` expanded when used).
+DEFAULT_CALIBRATION_DIR = os.path.join("~", ".autodist", "calibration")
+#: Priors for what the spec does not say: one gRPC message's latency, a session step's fixed cost,
+#: a CPU replica's and a GPU replica's sustained float rate, in-process copies, a server's apply rate.
+PRIOR_LATENCY_S = 100e-6
+PRIOR_FIXED_STEP_S = 1e-3
+PRIOR_ROUND_TRIP_S = 2 * PRIOR_LATENCY_S
+PRIOR_FLOPS = 20e9
+PRIOR_GPU_FLOPS = 25e12
+PRIOR_LOCAL_BANDWIDTH = 5e9
+PRIOR_UPDATE_BYTES_PER_S = 5e9
+
+
+@dataclasses.dataclass(frozen=True)
+class Calibration:
+    """Constants of the cost model (seconds, bytes per second, float operations per second)."""
+
+    rpc_latency_s: float
+    rpc_bandwidth: float
+    rpc_duplex: float         # 1: a node sends and receives at once; 0: one after the other
+    collective_latency_s: float
+    collective_bandwidth: float
+    local_bandwidth: float
+    update_bytes_per_s: float
+    fixed_step_s: float       # a session step that stays on the chief
+    round_trip_s: float       # one more for each sequential exchange with another node
+    overlap: float            # 0: communication waits for backprop; 1: it hides under all of it
+    flops: float              # one replica's float operations per second
+    source: str = "prior"     # "prior" or "probe"
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data):
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    def rounded(self, digits=2):
+        """The same constants to ``digits`` significant digits: a search over them ignores probe noise."""
+        def keep(value):
+            return float("{:.{}g}".format(value, digits)) if isinstance(value, float) else value
+        return dataclasses.replace(self, **{f.name: keep(getattr(self, f.name)) for f in dataclasses.fields(self)})
+
+
+def prior_calibration(spec):
+    """Constants from the spec alone: ``network_bandwidth`` (slowest node) and the priors."""
+    bandwidth = min(spec.network_bandwidth.values()) * 1e9 / 8
+    on_gpus = spec.num_gpus > 0
+    return Calibration(rpc_latency_s=PRIOR_LATENCY_S, rpc_bandwidth=bandwidth, rpc_duplex=1.0,
+                       collective_latency_s=PRIOR_LATENCY_S, collective_bandwidth=bandwidth,
+                       local_bandwidth=PRIOR_LOCAL_BANDWIDTH, update_bytes_per_s=PRIOR_UPDATE_BYTES_PER_S,
+                       fixed_step_s=PRIOR_FIXED_STEP_S, round_trip_s=PRIOR_ROUND_TRIP_S,
+                       overlap=1.0 if on_gpus else 0.0,
+                       flops=PRIOR_GPU_FLOPS if on_gpus else PRIOR_FLOPS, source="prior")
+
+
+def spec_key(spec):
+    """16 hex digits naming the cluster: its nodes' addresses, devices and bandwidths, in order."""
+    nodes = [[n.address, list(n.cpus), list(n.gpus), n.network_bandwidth] for n in spec.node_specs]
+    return hashlib.sha256(json.dumps(nodes, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def calibration_path(spec, directory=None):
+    return os.path.join(os.path.expanduser(directory or DEFAULT_CALIBRATION_DIR), spec_key(spec) + ".json")
+
+
+def load_calibration(spec, directory=None):
+    """The cached probe of ``spec``'s cluster, or None (never probed, or an unreadable file)."""
+    try:
+        with open(calibration_path(spec, directory), encoding="utf-8") as handle:
+            return Calibration.from_dict(json.load(handle))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def save_calibration(spec, calibration, directory=None):
+    """Cache ``calibration`` for ``spec``'s cluster (directory 0700, file 0600); returns the path."""
+    path = calibration_path(spec, directory)
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    os.chmod(os.path.dirname(path), 0o700)
+    atomic_write_bytes(path, json.dumps(calibration.to_dict(), indent=1, sort_keys=True).encode(), mode=0o600)
+    return path

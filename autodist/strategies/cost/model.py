@@ -1,0 +1,110 @@
+"""Predicted step time of a plan: compute, communication per node, overlap, fixed cost.
+
+    prediction = predict(strategy, variables, compute, calibration)
+    prediction.step_s, prediction.comm_share
+
+The step of a synchronous plan is::
+
+    step = compute + fixed + exposed communication
+    fixed = session step + round trips x round-trip time (3 with a synchronous parameter
+            server on another node: pull, push, release token; 1 with only collectives)
+    communication = max over nodes of the node's time on the wire and at work:
+        per transport  (max(sent, received) + (1 - duplex) min(sent, received)) / bandwidth
+                       + max(messages sent, messages received) * latency
+        + bytes copied inside the node / local bandwidth
+        + bytes its parameter servers aggregate / update rate
+    exposed = communication - min(communication, overlap * backward share * compute)
+
+A node's links share its network interface: transports and messages add up;
+what it sends and what it receives overlap as far as the probe found
+(``rpc_duplex``: 1 for a NIC; a loopback node whose one core also serializes
+the bytes is nearer 0; a collective's bandwidth is measured both ways at once). The
+slowest node sets the pace, as every replica waits for the step's last
+gradient. ``compute`` is one replica's single-device step (:mod:`.compute`);
+``BACKWARD_SHARE`` of it is backprop, under which a GPU's all-reduce can run
+(``Calibration.overlap`` = 1) and a CPU replica's cannot (its cores also move
+the bytes: 0).
+"""
+import dataclasses
+from typing import Dict, Optional
+
+from autodist.strategies.cost.traffic import COLLECTIVE, RPC, step_traffic
+
+__all__ = ["BACKWARD_SHARE", "Compute", "Prediction", "node_comm_s", "predict", "exposed_comm_s", "fixed_step_s"]
+
+#: Backprop's share of a training step's compute (two of the three matrix products per layer).
+BACKWARD_SHARE = 2.0 / 3.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Compute:
+    """One replica's single-device step: measured (``source="measured"``) or estimated from its ops."""
+
+    step_s: float
+    source: str = "measured"
+    sparse_rows: Dict[str, float] = dataclasses.field(default_factory=dict)   # rows per replica step
+    batch: Optional[int] = None
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class Prediction:
+    """What one step of a plan is predicted to cost (seconds), and the node that limits it."""
+
+    step_s: float
+    compute_s: float
+    comm_s: float
+    exposed_comm_s: float
+    fixed_s: float
+    bottleneck: str      # the node with the most communication, "" when nothing moves
+
+    @property
+    def comm_share(self):
+        """The part of the step spent waiting for communication (exposed, not hidden under backprop)."""
+        return self.exposed_comm_s / self.step_s if self.step_s > 0 else 0.0
+
+    def to_dict(self):
+        data = {key: round(value * 1e3, 4) for key, value in (
+            ("predicted_step_ms", self.step_s), ("compute_ms", self.compute_s), ("comm_ms", self.comm_s),
+            ("exposed_comm_ms", self.exposed_comm_s), ("fixed_ms", self.fixed_s))}
+        data.update(comm_share=round(self.comm_share, 4), bottleneck=self.bottleneck)
+        return data
+
+
+def node_comm_s(traffic, node, calibration):
+    """Seconds ``node`` spends per step on its links, its local copies and its servers' work."""
+    seconds = 0.0
+    for transport, latency, bandwidth, duplex in (
+            (RPC, calibration.rpc_latency_s, calibration.rpc_bandwidth, calibration.rpc_duplex),
+            (COLLECTIVE, calibration.collective_latency_s, calibration.collective_bandwidth, 1.0)):
+        sent, sent_messages = traffic.sent(node, transport)
+        received, received_messages = traffic.received(node, transport)
+        both_ways = max(sent, received) + (1.0 - duplex) * min(sent, received)
+        seconds += both_ways / bandwidth + max(sent_messages, received_messages) * latency
+    seconds += traffic.local_bytes(node) / calibration.local_bandwidth
+    seconds += traffic.server_bytes.get(node, 0.0) / calibration.update_bytes_per_s
+    return seconds
+
+
+def exposed_comm_s(comm_s, compute_s, overlap):
+    """Communication left after ``overlap`` of backprop hid what it could."""
+    return comm_s - min(comm_s, overlap * BACKWARD_SHARE * compute_s)
+
+
+def predict(strategy, variables, compute, calibration):
+    """The :class:`Prediction` of ``strategy`` for its planned ``variables`` (``BuilderVariable``)."""
+    traffic = step_traffic(strategy, variables, compute.sparse_rows)
+    per_node = {node: node_comm_s(traffic, node, calibration) for node in traffic.nodes()}
+    bottleneck = max(sorted(per_node), key=per_node.get, default="")
+    comm = per_node.get(bottleneck, 0.0)
+    exposed = exposed_comm_s(comm, compute.step_s, calibration.overlap)
+    fixed = fixed_step_s(traffic, calibration)
+    return Prediction(step_s=compute.step_s + fixed + exposed, compute_s=compute.step_s, comm_s=comm,
+                      exposed_comm_s=exposed, fixed_s=fixed, bottleneck=bottleneck)
+
+
+def fixed_step_s(traffic, calibration):
+    """The session step's own cost and its sequential round trips to other nodes."""
+    return calibration.fixed_step_s + traffic.round_trips() * calibration.round_trip_s

@@ -1,0 +1,154 @@
+"""The calibration probe: TensorFlow's own transport between the spec's nodes, measured.
+
+    calibration = probe(spec)        # starts a TensorFlow server per node, measures, stops them
+
+A multi-node spec gets a short job of its own (``runtime.coordinator``: one
+server per node, no script), and this process drives every measurement from
+the chief's in-process server; a one-node spec is measured in a local
+session. The chief's in-process server lives until the process ends, so call
+the probe from a process that does nothing else with TensorFlow servers
+(``autodist calibrate`` does). Each figure is the fastest of ``repeats`` runs
+of one step::
+
+    fixed_step_s         a step that reads one float on the chief
+    round_trip_s         a step that fetches one float from the next node - the same
+    rpc latency          (32 floats from 32 variables - 1 float) / 31
+    rpc bandwidth        BIG bytes / (the BIG variable - 1 float)
+    rpc duplex           BIG both ways at once vs one way: 1 = no slower, 0 = twice as slow
+    collective latency   (32 tiny all-reduces - 1) / 31 / 2 (N - 1) messages of a hop
+    collective bandwidth 2 (N - 1) / N * BIG / (all-reduce of BIG - of 1 float)
+    update rate          BIG / (assign_add of BIG on the chief - a step on the chief alone)
+    local bandwidth      an in-process copy of BIG bytes (numpy)
+    flops                a 512 x 512 matrix product of a variable on the chief's CPU (- the same)
+
+With one node the transports are in-process: latencies are 0 and bandwidths
+the local one. ``overlap`` is 1 with GPUs (all-reduce runs under backprop) and
+0 on CPUs (the replica's own cores move the bytes).
+"""
+import os
+import tempfile
+import time
+
+from autodist.strategies.cost.calibration import Calibration
+
+__all__ = ["probe", "BIG_BYTES", "SMALL_COUNT"]
+
+BIG_BYTES = 16 << 20
+SMALL_COUNT = 32
+
+
+def _best_time(session, fetches, repeats):
+    session.run(fetches)
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        session.run(fetches)
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+def _local_bandwidth(np, repeats):
+    src = np.ones(BIG_BYTES // 4, np.float32)
+    dst = np.empty_like(src)
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        np.copyto(dst, src)
+        times.append(time.perf_counter() - started)
+    return BIG_BYTES / max(min(times), 1e-9)
+
+
+def _graph(tf, devices):
+    """The probe's ops: ``{name: fetch}`` on ``devices`` (the chief's CPU first, one per node)."""
+    from tensorflow.python.ops import collective_ops
+    tf1, n, elements = tf.compat.v1, len(devices), BIG_BYTES // 4
+    ops = {}
+    with tf.device(devices[-1]):
+        small = [tf1.Variable(tf.zeros([1]), name="small{}".format(i)) for i in range(SMALL_COUNT)]
+        big = tf1.Variable(tf.zeros([elements]), name="big")
+    with tf.device(devices[0]):
+        back = tf1.Variable(tf.zeros([elements]), name="back")
+        local_big = tf1.Variable(tf.zeros([elements]), name="local_big")
+        local_small = tf1.Variable(tf.zeros([1]), name="local_small")
+        matrix = tf1.Variable(tf.ones([512, 512]), name="matrix")
+        ops["local"] = tf.reduce_sum(local_small.read_value())
+        ops["one"] = tf.reduce_sum(small[0].read_value())
+        ops["many"] = tf.add_n([tf.reduce_sum(v.read_value()) for v in small])
+        ops["big"] = tf.reduce_sum(big.read_value()[:1])
+    with tf.device(devices[-1]):
+        returned = tf.reduce_sum(back.read_value()[:1])
+    with tf.device(devices[0]):
+        ops["both"] = ops["big"] + returned
+        ops["update"] = local_big.assign_add(tf.ones([elements])).op
+        value = matrix.read_value()
+        ops["matmul"] = tf.reduce_sum(tf.matmul(value, value)[:1])
+    if n > 1:
+        for key, size, count in (("ar_one", 1, 1), ("ar_many", 1, SMALL_COUNT), ("ar_big", elements, 1)):
+            done = []
+            for device in devices:
+                with tf.device(device):
+                    x = tf.ones([size])
+                    done += [tf.reduce_sum(collective_ops.all_reduce_v2(
+                        x, n, 1, 1 + len(ops) * 100 + i, merge_op="Add", final_op="Id")[:1]) for i in range(count)]
+            ops[key] = done
+    return ops, [v.initializer for v in small + [big, back, local_big, local_small, matrix]]
+
+
+def _duplex(one_way, both_ways):
+    """1 when both directions take as long as one, 0 when they take twice as long."""
+    if one_way <= 0:
+        return 1.0
+    return min(1.0, max(0.0, (2.0 * one_way - both_ways) / one_way))
+
+
+def _measure(tf, np, target, config, devices, repeats):
+    graph = tf.Graph()
+    with graph.as_default():
+        ops, initializers = _graph(tf, devices)
+    with tf.compat.v1.Session(target, graph=graph, config=config) as session:
+        session.run(initializers)
+        t = {key: _best_time(session, fetch, repeats) for key, fetch in ops.items()}
+    n = len(devices)
+    local = _local_bandwidth(np, repeats)
+    found = dict(fixed_step_s=t["local"], round_trip_s=max(t["one"] - t["local"], 0.0), local_bandwidth=local,
+                 flops=2.0 * 512 ** 3 / max(t["matmul"] - t["local"], 1e-6),
+                 update_bytes_per_s=BIG_BYTES / max(t["update"] - t["local"], 1e-6))
+    if n == 1:
+        found.update(rpc_latency_s=0.0, rpc_bandwidth=local, collective_latency_s=0.0, collective_bandwidth=local)
+        return found
+    found.update(rpc_latency_s=max(t["many"] - t["one"], 0.0) / (SMALL_COUNT - 1),
+                 rpc_bandwidth=BIG_BYTES / max(t["big"] - t["one"], 1e-6),
+                 rpc_duplex=_duplex(t["big"] - t["one"], t["both"] - t["one"]),
+                 collective_latency_s=max(t["ar_many"] - t["ar_one"], 0.0) / (SMALL_COUNT - 1) / (2 * (n - 1)),
+                 collective_bandwidth=2.0 * (n - 1) / n * BIG_BYTES / max(t["ar_big"] - t["ar_one"], 1e-6))
+    return found
+
+
+def probe(spec, repeats=7, sink=None):
+    """Measure ``spec``'s cluster: a :class:`Calibration` (``source="probe"``)."""
+    import numpy as np
+    import tensorflow as tf
+    from autodist.kernel.names import host_cpu
+    from autodist.spec.cluster import cpu_count_of, node_config
+    chief = next(n for n in spec.node_specs if n.chief)
+    if len(spec.nodes) == 1:
+        found = _measure(tf, np, "", node_config(cpu_count_of(chief), 0), ["/device:CPU:0"], repeats)
+    else:
+        found = _probe_job(spec, repeats, sink, tf, np, host_cpu, node_config, cpu_count_of(chief))
+    return Calibration(overlap=1.0 if spec.num_gpus else 0.0, source="probe", **found)
+
+
+def _probe_job(spec, repeats, sink, tf, np, host_cpu, node_config, chief_cpus):
+    from autodist.runner import new_job_id
+    from autodist.runtime.coordinator import Coordinator
+    coordinator = Coordinator(spec, new_job_id(), sink=sink)
+    with tempfile.TemporaryDirectory(prefix="autodist-probe-") as staging:
+        empty = os.path.join(staging, "strategy.pb")
+        open(empty, "wb").close()   # the job ships no strategy: the coordinator copies an empty file
+        context = coordinator.launch(empty, ["-c", "pass"], os.getcwd(), serve_chief=True)
+    try:
+        order = [context.task_index] + [t for t in range(context.num_tasks) if t != context.task_index]
+        config = node_config(chief_cpus, context.chief_task)
+        return _measure(tf, np, context.target, config, [host_cpu(t) for t in order], repeats)
+    finally:
+        coordinator.finish(timeout=60.0)

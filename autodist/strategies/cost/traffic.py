@@ -1,0 +1,212 @@
+"""Bytes and messages per link per training step, read from a plan through the contract.
+
+A link is ``(transport, source node, destination node)``; the transports are
+``"rpc"`` (a parameter server's push and pull: TensorFlow's Send/Recv over
+gRPC) and ``"collective"`` (all-reduce and all-gather rings). A link whose two
+ends are the same node is an in-process copy. For a message of M bytes on N
+replicas (the replicas in the plan's order, node-major)::
+
+    PS on server node S         every node R sums its c replicas' gradients ((c - 1) M copied
+                                in R), pushes R -> S (M, 1 message); every replica pulls
+                                S -> R (M, 1 message); S aggregates M per node
+    ring all-reduce of group G  hop i -> i+1 (mod N) carries 2 (N - 1) / N * G bytes in
+                                2 (N - 1) messages; G is the group's fused bytes
+    sparse all-reduce           ring all-gathers: each hop carries (N - 1) * R bytes in
+                                5 (N - 1) messages, R the rows one replica touches padded to a
+                                power of two (the kernel's all-reduce of the row count, then
+                                all-gathers of counts, values and indices)
+
+A sparse gradient moves only the rows a replica touches (``sparse_rows``: rows
+per replica and step, by variable name; a shard gets its share in proportion
+to its rows), plus their int64 indices; without a row count it moves as its
+dense size (the report's upper bound). Compressors shrink the all-reduced
+message: Horovod's casts float32 to float16 (half the bytes), PowerSGD sends
+two rank-r factors of a matrix, ``(rows + cols) * r`` elements in two rings.
+"""
+import dataclasses
+import functools
+import math
+from typing import Dict, Tuple
+
+from autodist.kernel.contract import Compressor, read_entries
+from autodist.strategies.report import pieces
+
+__all__ = ["RPC", "COLLECTIVE", "PS_ROUND_TRIPS", "SPARSE_GATHER_MESSAGES", "Link", "StepTraffic", "step_traffic",
+           "node_of", "wire_bytes", "add_entry", "group_messages", "ring"]
+
+RPC = "rpc"
+COLLECTIVE = "collective"
+_INDEX_BYTES = 8
+#: Ring messages per hop of a sparse all-reduce, in units of N - 1: the row count's max (an
+#: all-reduce, 2) and three all-gathers (counts, values, indices; ``kernel/.../all_reduce.py``).
+SPARSE_GATHER_MESSAGES = 5
+#: A synchronous PS step waits for the pull, the push to the accumulator and the release token.
+PS_ROUND_TRIPS = 3   # an int64 row index travels with every sparse row
+
+
+def node_of(device):
+    """``"10.0.0.1:CPU:0" -> "10.0.0.1"`` (names parse from the right, IPv6 has colons)."""
+    return device.rsplit(":", 2)[0]
+
+
+@dataclasses.dataclass
+class Link:
+    """What crosses one link in one step."""
+
+    bytes: float = 0.0
+    messages: int = 0
+
+
+class StepTraffic:
+    """Per-step traffic of a plan: ``links[(transport, src, dst)]`` and the servers' work.
+
+    Per-node totals are kept as links are added, so a search can add and take
+    back a variable's traffic and read a node's totals in constant time.
+    """
+
+    def __init__(self):
+        self.links: Dict[Tuple[str, str, str], Link] = {}
+        self.server_bytes: Dict[str, float] = {}     # node -> bytes its servers aggregate
+        self._sent, self._received, self._local = {}, {}, {}
+
+    def add(self, transport, src, dst, nbytes, messages=1):
+        link = self.links.setdefault((transport, src, dst), Link())
+        link.bytes += nbytes
+        link.messages += messages
+        if src == dst:
+            self._local[src] = self._local.get(src, 0.0) + nbytes
+            return
+        for totals, node in ((self._sent, src), (self._received, dst)):
+            total = totals.setdefault((node, transport), [0.0, 0])
+            total[0] += nbytes
+            total[1] += messages
+
+    def sent(self, node, transport):
+        """``(bytes, messages)`` ``node`` sends to other nodes over ``transport``."""
+        return tuple(self._sent.get((node, transport), (0.0, 0)))
+
+    def received(self, node, transport):
+        return tuple(self._received.get((node, transport), (0.0, 0)))
+
+    def local_bytes(self, node):
+        """Bytes copied inside ``node`` (a replica and a server, or two replicas, of one node)."""
+        return self._local.get(node, 0.0)
+
+    def round_trips(self):
+        """Sequential exchanges between nodes in one step: a synchronous parameter server's pull,
+        push and release token (``kernel/synchronization/ps.py``), else 1 for a collective, else 0."""
+        if any(total[0] > 0 for (_, transport), total in self._sent.items() if transport == RPC):
+            return PS_ROUND_TRIPS
+        return 1 if any(total[0] > 0 for total in self._sent.values()) else 0
+
+    def nodes(self):
+        found = {s for _, s, _ in self.links} | {d for _, _, d in self.links} | set(self.server_bytes)
+        return sorted(found)
+
+
+def wire_bytes(sync, var, nbytes, sparse_rows=None):
+    """Bytes one replica's gradient of a piece puts on the wire (compressed, or its touched rows)."""
+    if var is not None and var.is_sparse and sparse_rows is not None and var.shape_known and var.shape[0]:
+        row_bytes = var.byte_size / var.shape[0]
+        rows = min(var.shape[0], sparse_rows) * nbytes / var.byte_size if var.byte_size else 0
+        return min(float(nbytes), rows * (row_bytes + _INDEX_BYTES))
+    if sync.kind != "ar" or sync.compressor == Compressor.NoneCompressor:
+        return float(nbytes)
+    if sync.compressor == Compressor.PowerSGDCompressor and var is not None and var.shape_known \
+            and len(var.shape) == 2 and nbytes:
+        rows, cols = var.shape
+        return min(float(nbytes), (rows + cols) * sync.powersgd_rank * nbytes / (rows * cols))
+    if var is not None and var.dtype == "float32":
+        return nbytes / 2.0
+    return float(nbytes)
+
+
+@functools.lru_cache(maxsize=64)
+def _replica_nodes(replicas):
+    """``((node, replicas on it), ...)`` in first-seen order."""
+    counts = {}
+    for replica in replicas:
+        counts[node_of(replica)] = counts.get(node_of(replica), 0) + 1
+    return tuple(counts.items())
+
+
+@functools.lru_cache(maxsize=64)
+def _ring_hops(replicas):
+    """``((src node, dst node, hops), ...)`` of the ring over ``replicas`` (in order, wrapping)."""
+    hops = {}
+    n = len(replicas)
+    for i, replica in enumerate(replicas):
+        pair = (node_of(replica), node_of(replicas[(i + 1) % n]))
+        hops[pair] = hops.get(pair, 0) + 1
+    return tuple((src, dst, count) for (src, dst), count in hops.items())
+
+
+def _ps(traffic, replicas, sync, message, scale):
+    server = node_of(sync.destination)
+    nodes = _replica_nodes(tuple(replicas))
+    for node, count in nodes:
+        if count > 1:   # the node's replicas sum their gradients first (kernel: reduce_locally)
+            traffic.add(RPC, node, node, scale * (count - 1) * message, scale * (count - 1))
+        traffic.add(RPC, node, server, scale * message, scale)
+        traffic.add(RPC, server, node, scale * count * message, scale * count)
+    traffic.server_bytes[server] = traffic.server_bytes.get(server, 0.0) + scale * len(nodes) * message
+
+
+def ring(traffic, replicas, hop_bytes, messages):
+    """Add one ring over ``replicas`` (in order, wrapping): every hop ``hop_bytes`` in ``messages``."""
+    if len(replicas) < 2:
+        return
+    for src, dst, count in _ring_hops(tuple(replicas)):
+        traffic.add(COLLECTIVE, src, dst, count * hop_bytes, count * messages)
+
+
+def _next_power_of_two(rows):
+    """The kernel pads gathered rows to a power of two (one collective shape per size)."""
+    return 1 << max(0, math.ceil(math.log2(max(rows, 1)) - 1e-9))
+
+
+def add_entry(traffic, entry, var, replicas, rows=None, scale=1):
+    """Add (``scale=-1``: take back) one variable entry's traffic; returns ``{group: rings}`` of its
+    dense all-reduced pieces, whose bytes are added here and whose messages count once per group
+    (``group_messages``)."""
+    n = len(replicas)
+    groups = {}
+    for _, sync, nbytes in pieces(entry, var):
+        if sync is None:
+            continue
+        message = wire_bytes(sync, var, nbytes, rows)
+        if sync.kind == "ps":
+            _ps(traffic, replicas, sync, message, scale)
+        elif var is not None and var.is_sparse:
+            padded = wire_bytes(sync, var, nbytes, _next_power_of_two(rows)) if rows else message
+            ring(traffic, replicas, scale * (n - 1) * padded, scale * SPARSE_GATHER_MESSAGES * max(n - 1, 0))
+        else:
+            ring(traffic, replicas, scale * 2.0 * (n - 1) / n * message, 0)
+            rings = 2 if sync.compressor == Compressor.PowerSGDCompressor else 1
+            groups[sync.group] = max(groups.get(sync.group, 0), rings)
+    return groups
+
+
+def group_messages(traffic, replicas, groups):
+    """Add the messages of the fused all-reduce groups ``{group: rings}``: 2 (N - 1) a ring and hop."""
+    n = len(replicas)
+    for group in sorted(groups):
+        ring(traffic, replicas, 0.0, 2 * (n - 1) * groups[group])
+
+
+def step_traffic(strategy, variables, sparse_rows=None):
+    """The :class:`StepTraffic` of ``strategy`` (a Strategy) for its planned ``variables``.
+
+    ``sparse_rows``: ``{variable name: rows one replica touches per step}``.
+    """
+    entries = read_entries(strategy)
+    by_name = {v.name: v for v in variables}
+    rows = sparse_rows or {}
+    traffic = StepTraffic()
+    groups = {}
+    for entry in entries.variables.values():
+        for group, rings in add_entry(traffic, entry, by_name.get(entry.var_name), entries.replicas,
+                                      rows.get(entry.var_name)).items():
+            groups[group] = max(groups.get(group, 0), rings)
+    group_messages(traffic, entries.replicas, groups)
+    return traffic

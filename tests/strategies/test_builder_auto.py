@@ -1,0 +1,150 @@
+"""AutoStrategy: deterministic, never predicted worse than its candidates, an ordinary Strategy; plan's "auto"."""
+import dataclasses
+import json
+import pathlib
+import time
+
+import pytest
+
+from autodist import cli
+from autodist.kernel.contract import read_entries
+from autodist.strategies import AutoStrategy
+from autodist.strategies.auto import SEARCHED
+from autodist.strategies.cost import Calibration, Compute, predict
+
+from conftest import _spec_from, _var
+
+TWO_NODES = str(pathlib.Path(__file__).resolve().parents[2] / "resource_specs" / "loopback_two_nodes.yml")
+PRESETS = ["PS", "PSLoadBalancing", "PartitionedPS", "AllReduce", "Parallax"]
+
+
+def _calibration(**changes):
+    values = dict(rpc_latency_s=50e-6, rpc_bandwidth=1.2e9, rpc_duplex=1.0, collective_latency_s=100e-6,
+                  collective_bandwidth=0.4e9,
+                  local_bandwidth=20e9, update_bytes_per_s=10e9, fixed_step_s=2e-3, round_trip_s=1e-3, overlap=0.0,
+                  flops=1e11,
+                  source="probe")
+    values.update(changes)
+    return Calibration(**values)
+
+
+@pytest.fixture
+def nodes():
+    return _spec_from([("10.0.0.1", (), (0,)), ("10.0.0.2", (), (0,))])
+
+
+def _mlp():
+    return [_var("w{}".format(i), [2048, 2048]) for i in range(5)] + [_var("b{}".format(i), [2048]) for i in range(5)]
+
+
+def test_candidates_and_the_json_shape(nodes):
+    result = AutoStrategy(calibration=_calibration()).search_variables(_mlp(), nodes, Compute(0.03))
+    data = result.to_dict()
+    assert [c["name"] for c in data["candidates"]] == PRESETS + [SEARCHED]
+    assert data["chosen"] in PRESETS + [SEARCHED]
+    assert data["predicted_step_ms"] == min(c["predicted_step_ms"] for c in data["candidates"])
+    assert all(set(c) == {"name", "predicted_step_ms", "comm_share"} for c in data["candidates"])
+    assert json.loads(json.dumps(data)) == data
+
+
+def test_deterministic_and_insensitive_to_probe_noise(nodes):
+    first = AutoStrategy(calibration=_calibration()).search_variables(_mlp(), nodes, Compute(0.03))
+    again = AutoStrategy(calibration=_calibration()).search_variables(_mlp(), nodes, Compute(0.03))
+    noisy = AutoStrategy(calibration=_calibration(rpc_bandwidth=1.2001e9, fixed_step_s=2.0004e-3)).search_variables(
+        _mlp(), nodes, Compute(0.03))
+    assert first.strategy.id == again.strategy.id == noisy.strategy.id
+    assert first.strategy.proto.SerializeToString(deterministic=True) == \
+        again.strategy.proto.SerializeToString(deterministic=True)
+
+
+def test_never_predicted_worse_than_a_preset_and_an_ordinary_strategy(nodes):
+    variables = _mlp() + [_var("emb", [100000, 64], sparse=True)]
+    calibration = _calibration()
+    compute = Compute(0.03, sparse_rows={"emb:0": 4096})
+    result = AutoStrategy(calibration=calibration).search_variables(variables, nodes, compute)
+    predictions = dict(result.candidates)
+    assert predictions[SEARCHED].step_s <= predictions["PSLoadBalancing"].step_s + 1e-12
+    assert result.prediction.step_s == min(p.step_s for p in predictions.values())
+    entries = read_entries(result.strategy)
+    assert set(entries.variables) == {v.op_name for v in variables}
+    assert entries.replicas == ("10.0.0.1:CPU:0", "10.0.0.2:CPU:0")
+    assert predict(result.strategy, variables, compute, calibration.rounded()) == result.prediction
+
+
+def test_the_cheaper_transport_wins(nodes):
+    fast_ring = _calibration(collective_bandwidth=10e9, collective_latency_s=1e-6, rpc_bandwidth=0.1e9)
+    result = AutoStrategy(calibration=fast_ring).search_variables(_mlp(), nodes, Compute(0.03))
+    assert {e.synchronizer.kind for e in read_entries(result.strategy).variables.values()} == {"ar"}
+    slow_ring = _calibration(collective_bandwidth=0.05e9)
+    result = AutoStrategy(calibration=slow_ring).search_variables(_mlp(), nodes, Compute(0.03))
+    kinds = [p.synchronizer.kind for p in read_entries(result.strategy).synchronized.values()]
+    assert set(kinds) == {"ps"}
+
+
+def test_the_search_splits_a_variable_that_unbalances_the_servers(nodes):
+    variables = [_var("big", [4096, 1024]), _var("small", [16])]
+    result = AutoStrategy(calibration=_calibration(collective_bandwidth=0.01e9)).search_variables(
+        variables, nodes, Compute(0.01))
+    searched = dict(result.candidates)[SEARCHED]
+    plain = dict(result.candidates)["PSLoadBalancing"]
+    assert searched.step_s < plain.step_s
+    assert read_entries(result.strategy).variables["big"].partition is not None
+
+
+def test_four_hundred_variables_in_under_two_seconds(nodes):
+    variables = [_var("v{}".format(i), [(i % 37 + 1) * 64, 128], sparse=i % 50 == 0) for i in range(400)]
+    started = time.perf_counter()
+    AutoStrategy(calibration=_calibration()).search_variables(variables, nodes, Compute(0.05))
+    assert time.perf_counter() - started < 2.0
+
+
+def test_build_from_a_graph_uses_the_estimate_and_matches_search(graph_item, nodes):
+    builder = AutoStrategy(calibration=_calibration())
+    assert builder.build(graph_item, nodes).id == builder.search(graph_item, nodes).strategy.id
+    assert builder.calibration(nodes) == _calibration().rounded()
+    assert dataclasses.replace(_calibration(), source="prior").rounded().source == "prior"
+
+
+def _plan(capsys, item_file, *argv):
+    status = cli.main(["plan", "-r", TWO_NODES, "--format", "json", "--compute", "estimate"] + list(argv) + [item_file])
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    return json.loads(out)
+
+
+@pytest.fixture(scope="module")
+def item_file(graph_item, tmp_path_factory):
+    path = tmp_path_factory.mktemp("plan") / "model.graph_item"
+    graph_item.serialize(str(path))
+    return str(path)
+
+
+def test_plan_json_has_auto_and_every_plan_a_prediction(capsys, item_file):
+    data = _plan(capsys, item_file, "-s", "AutoStrategy")
+    assert set(data["auto"]) == {"chosen", "predicted_step_ms", "candidates"}
+    assert [c["name"] for c in data["auto"]["candidates"]] == PRESETS + [SEARCHED]
+    assert data["prediction"]["compute"] == "estimate" and data["prediction"]["batch"] == 32
+    plain = _plan(capsys, item_file, "-s", "PSLoadBalancing")
+    assert "auto" not in plain
+    assert set(plain["prediction"]) >= {"predicted_step_ms", "comm_share", "compute_ms", "exposed_comm_ms"}
+    assert 0.0 <= plain["prediction"]["comm_share"] <= 1.0
+
+
+def test_plan_table_shows_the_candidates(capsys, item_file):
+    status = cli.main(["plan", "-r", TWO_NODES, "-s", "AutoStrategy", "--compute", "estimate", item_file])
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    lines = out.splitlines()
+    assert any(line.startswith("predicted step ") for line in lines)
+    chosen = [line for line in lines if line.startswith("  * ")]
+    assert len(chosen) == 1
+    assert sum(1 for line in lines if any(line[4:].startswith(name + " ") for name in PRESETS + [SEARCHED])) == 6
+    assert "imbalance λ = " in lines[-1]
+
+
+def test_measured_compute_is_cached_per_graph(graph_item, tmp_path):
+    from autodist.strategies.cost import measure_compute
+    first = measure_compute(graph_item, 8, steps=2, warmup=1, directory=str(tmp_path))
+    assert first.source == "measured" and first.step_s > 0 and first.batch == 8
+    assert first.sparse_rows == {"emb:0": 8.0}
+    assert measure_compute(graph_item, 8, directory=str(tmp_path)) == first   # read back, not run again

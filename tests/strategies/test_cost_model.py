@@ -1,0 +1,179 @@
+"""The cost model's pieces on hand-computed cases: bytes per link, overlap, prediction, calibration cache."""
+import os
+import stat
+
+import pytest
+
+from autodist.kernel.contract import AllReduceEntry, Compressor, Partition, PSEntry, variable_entry, write_entry
+from autodist.proto import strategy_pb2
+from autodist.strategies import PS
+from autodist.strategies.base import Strategy
+from autodist.strategies.cost import (Calibration, Compute, load_calibration, predict, prior_calibration,
+                                      save_calibration, step_traffic)
+from autodist.strategies.cost.calibration import spec_key
+from autodist.strategies.cost.model import exposed_comm_s, node_comm_s
+from autodist.strategies.cost.traffic import COLLECTIVE, RPC
+
+from conftest import _spec_from, _var
+
+A, B = "10.0.0.1", "10.0.0.2"
+
+
+def _strategy(entries, replicas):
+    proto = strategy_pb2.Strategy()
+    for entry in entries:
+        write_entry(proto.node_config.add(), entry)
+    proto.graph_config.replicas.extend(replicas)
+    return Strategy.with_content_id(proto)
+
+
+def _links(traffic):
+    return {key: (link.bytes, link.messages) for key, link in traffic.links.items()}
+
+
+def _calibration(**changes):
+    values = dict(rpc_latency_s=0.01, rpc_bandwidth=1000.0, rpc_duplex=1.0, collective_latency_s=0.02,
+                  collective_bandwidth=500.0,
+                  local_bandwidth=8000.0, update_bytes_per_s=8000.0, fixed_step_s=0.5, round_trip_s=0.1, overlap=0.5,
+                  flops=1e9)
+    values.update(changes)
+    return Calibration(**values)
+
+
+def test_ps_push_and_pull_per_link():
+    spec = _spec_from([(A, (), (0,)), (B, (), (0,))])
+    w = _var("W", [1000])   # 4000 bytes
+    traffic = step_traffic(PS().build_from_variables([w], spec), [w])
+    assert _links(traffic) == {(RPC, A, A): (8000.0, 2), (RPC, B, A): (4000.0, 1), (RPC, A, B): (4000.0, 1)}
+    assert traffic.server_bytes == {A: 8000.0}
+    assert traffic.sent(B, RPC) == (4000.0, 1) and traffic.received(B, RPC) == (4000.0, 1)
+    assert traffic.local_bytes(A) == 8000.0 and traffic.local_bytes(B) == 0
+
+
+def test_ps_sums_a_nodes_replicas_before_pushing():
+    spec = _spec_from([(A, (), (0, 1)), (B, (), (0,))])   # A runs two replicas, the server is B:CPU:0
+    w = _var("W", [1000])
+    entry = variable_entry(w.name, "W", [PSEntry(B + ":CPU:0", sync=True)])
+    traffic = step_traffic(_strategy([entry], [A + ":CPU:0", A + ":CPU:1", B + ":CPU:0"]), [w])
+    # A: one local sum (4000 B copied), one push; both replicas pull; B pushes and pulls locally
+    assert _links(traffic) == {(RPC, A, A): (4000.0, 1), (RPC, A, B): (4000.0, 1), (RPC, B, A): (8000.0, 2),
+                               (RPC, B, B): (8000.0, 2)}
+    assert traffic.server_bytes == {B: 8000.0}   # one sum per node
+    assert spec.num_cpus == 3
+
+
+def test_partitioned_ps_shards_go_to_their_servers():
+    w = _var("W", [10, 100])   # 4000 bytes, shards of 6 and 4 rows
+    entry = variable_entry(w.name, w.op_name, [PSEntry(A + ":CPU:0", sync=True), PSEntry(B + ":CPU:0", sync=True)],
+                           Partition.of("W", 2, 0, 2, (6, 4)))
+    traffic = step_traffic(_strategy([entry], [A + ":CPU:0", B + ":CPU:0"]), [w])
+    # B -> A: its push of shard 0 (2400) and the pull of shard 1 (1600), and A -> B the reverse
+    assert _links(traffic) == {(RPC, A, A): (4800.0, 2), (RPC, B, A): (4000.0, 2), (RPC, A, B): (4000.0, 2),
+                               (RPC, B, B): (3200.0, 2)}
+    assert traffic.server_bytes == {A: 4800.0, B: 3200.0}
+
+
+def test_ring_all_reduce_fuses_a_group_and_rings_the_replicas():
+    replicas = [A + ":CPU:0", A + ":CPU:1", B + ":CPU:0"]
+    u, v, other = _var("u", [1000]), _var("v", [500]), _var("x", [250])   # group 0: 6000 bytes, group 1: 1000
+    entries = [variable_entry(u.name, "u", [AllReduceEntry(group=0)]),
+               variable_entry(v.name, "v", [AllReduceEntry(group=0)]),
+               variable_entry(other.name, "x", [AllReduceEntry(group=1)])]
+    traffic = step_traffic(_strategy(entries, replicas), [u, v, other])
+    # hop bytes 2 (N - 1) / N * G = 4/3 * (6000 + 1000); 2 (N - 1) = 4 messages per group and hop
+    hop = (4.0 / 3.0 * 6000 + 4.0 / 3.0 * 1000, 8)
+    assert _links(traffic) == {(COLLECTIVE, A, A): hop, (COLLECTIVE, A, B): hop, (COLLECTIVE, B, A): hop}
+    assert traffic.round_trips() == 1
+
+
+def test_sparse_all_reduce_is_an_all_gather_of_the_touched_rows():
+    emb = _var("emb", [100, 4], sparse=True)   # rows of 16 bytes, + 8 bytes of index each
+    entry = variable_entry(emb.name, "emb", [AllReduceEntry()])
+    strategy = _strategy([entry], [A + ":CPU:0", B + ":CPU:0"])
+    traffic = step_traffic(strategy, [emb], {emb.name: 10})   # padded to 16 rows; 5 collectives of N - 1 = 1 message
+    assert _links(traffic) == {(COLLECTIVE, A, B): (384.0, 5), (COLLECTIVE, B, A): (384.0, 5)}
+    dense = step_traffic(strategy, [emb])   # no row count: its dense size, the upper bound
+    assert dense.links[(COLLECTIVE, A, B)].bytes == 1600.0
+
+
+@pytest.mark.parametrize("compressor, expected_bytes, messages", [
+    (Compressor.NoneCompressor, 20000.0, 2),
+    (Compressor.HorovodCompressor, 10000.0, 2),
+    (Compressor.PowerSGDCompressor, 600.0, 4),   # (100 + 50) x rank 1 x 4 bytes, in two rings
+])
+def test_compressors_shrink_the_all_reduced_message(compressor, expected_bytes, messages):
+    w = _var("W", [100, 50])
+    strategy = _strategy([variable_entry(w.name, "W", [AllReduceEntry(compressor=compressor)])],
+                         [A + ":CPU:0", B + ":CPU:0"])
+    assert _links(step_traffic(strategy, [w]))[(COLLECTIVE, A, B)] == (expected_bytes, messages)
+
+
+def test_overlap_hides_communication_under_backprop_only():
+    assert exposed_comm_s(1.0, 3.0, 1.0) == 0.0                       # 2 s of backprop hide all of it
+    assert exposed_comm_s(3.0, 3.0, 1.0) == pytest.approx(1.0)        # 2 of 3 s hidden
+    assert exposed_comm_s(3.0, 3.0, 0.5) == pytest.approx(2.0)
+    assert exposed_comm_s(3.0, 3.0, 0.0) == 3.0
+
+
+def test_prediction_of_a_ps_plan_by_hand():
+    spec = _spec_from([(A, (), (0,)), (B, (), (0,))])
+    w = _var("W", [1000])
+    strategy = PS().build_from_variables([w], spec)
+    calibration = _calibration()
+    traffic = step_traffic(strategy, [w])
+    # A: 4000 B each way at 1000 B/s + 1 message x 0.01 s; 8000 local B at 8000 B/s; 8000 B aggregated at 8000 B/s
+    assert node_comm_s(traffic, A, calibration) == pytest.approx(4.01 + 1.0 + 1.0)
+    assert node_comm_s(traffic, B, calibration) == pytest.approx(4.01)
+    prediction = predict(strategy, [w], Compute(3.0), calibration)
+    # backprop 2 s x overlap 0.5 hides 1 s; fixed = 0.5 + 3 round trips (pull, push, token) x 0.1
+    assert traffic.round_trips() == 3
+    assert prediction.bottleneck == A
+    assert prediction.step_s == pytest.approx(3 + 0.8 + 5.01)
+    assert prediction.comm_share == pytest.approx(5.01 / 8.81)
+    data = prediction.to_dict()
+    assert data["predicted_step_ms"] == pytest.approx(8810.0) and data["fixed_ms"] == 800.0
+
+
+def test_half_duplex_sends_and_receives_in_turn():
+    spec = _spec_from([(A, (), (0,)), (B, (), (0,))])
+    w = _var("W", [1000])
+    traffic = step_traffic(PS().build_from_variables([w], spec), [w])
+    # B sends 4000 and receives 4000 B: 4 s both ways at once, 8 s in turn, 6 s half way; + 1 message x 0.01 s
+    assert node_comm_s(traffic, B, _calibration(rpc_duplex=0.0)) == pytest.approx(8.01)
+    assert node_comm_s(traffic, B, _calibration(rpc_duplex=0.5)) == pytest.approx(6.01)
+
+
+def test_one_node_prediction_is_deterministic_and_counts_local_copies():
+    spec = _spec_from([(A, (), (0,))])
+    w = _var("W", [1000])
+    strategy = PS().build_from_variables([w], spec)
+    first = predict(strategy, [w], Compute(0.2), _calibration())
+    assert first == predict(strategy, [w], Compute(0.2), _calibration())
+    # push + pull 8000 B at 8000 B/s, 4000 B aggregated at 8000 B/s; backprop hides 0.5 x 2/3 x 0.2 s
+    assert first.step_s == pytest.approx(0.2 + 0.5 + 1.0 + 0.5 - 0.5 * 2 / 3 * 0.2)
+
+
+def test_prior_comes_from_network_bandwidth():
+    spec = _spec_from([(A, (), (0,)), (B, (), (0,))])
+    prior = prior_calibration(spec)
+    assert prior.rpc_bandwidth == prior.collective_bandwidth == 1e9 / 8   # the schema's default 1 Gbit/s
+    assert prior.source == "prior" and prior.overlap == 0.0
+    assert prior_calibration(_spec_from([(A, (0,), (0,))])).overlap == 1.0
+
+
+def test_calibration_cache_is_private_and_keyed_by_the_nodes(tmp_path):
+    spec = _spec_from([(A, (), (0,)), (B, (), (0,))])
+    directory = str(tmp_path / "calibration")
+    assert load_calibration(spec, directory) is None
+    measured = _calibration(source="probe")
+    path = save_calibration(spec, measured, directory)
+    assert load_calibration(spec, directory) == measured
+    assert stat.S_IMODE(os.stat(directory).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert spec_key(spec) != spec_key(_spec_from([(A, (), (0,)), (B, (), (0, 1))]))
+    assert load_calibration(_spec_from([(A, (), (0,))]), directory) is None
+
+
+def test_rounded_calibration_keeps_two_significant_digits():
+    rounded = _calibration(rpc_bandwidth=123456.0, fixed_step_s=0.001234).rounded()
+    assert rounded.rpc_bandwidth == 120000.0 and rounded.fixed_step_s == 0.0012
