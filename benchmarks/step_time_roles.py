@@ -104,6 +104,7 @@ def run_autodist(args, model):
     ad = autodist.AutoDist(args.spec, getattr(strategies, args.builder)(**json.loads(args.builder_args)))
     x_np, y_np = synthetic_batch(model, model.batch, seed=ad.worker_index)
     with tf.Graph().as_default(), ad.scope():
+        tf.compat.v1.set_random_seed(0)   # the same initial values in every configuration: losses compare
         x, y = _placeholders(tf, model)
         total = loss(model, graph_logits(model, x), y)
         train = tf.compat.v1.train.GradientDescentOptimizer(model.learning_rate).minimize(total)
