@@ -41,14 +41,18 @@ class AutoDist:
     launched by an autodist chief finds its job in the environment, and any
     other process is the chief of a new job. ``launch_argv`` is what the other
     nodes run after ``python`` (default: this script and its arguments).
+    ``trace_dir`` writes a merged timeline of a few traced steps of every node
+    to ``<trace_dir>/timeline.json``; ``logdir`` writes TensorBoard scalars
+    per node (see ``docs/observability.md``).
     """
 
-    def __init__(self, resource_spec_file, strategy_builder=None, *, job=None, launch_argv=None):
+    def __init__(self, resource_spec_file, strategy_builder=None, *, job=None, launch_argv=None, trace_dir=None,
+                 logdir=None):
         from autodist.spec.resource_spec import ResourceSpec
         self._resource_spec = ResourceSpec(resource_spec_file)
         self._graph_item = None
         self._job = Job(self._resource_spec, strategy_builder, context=job, launch_argv=launch_argv,
-                        environ=os.environ)
+                        environ=os.environ, trace_dir=trace_dir, logdir=logdir)
 
     @property
     def resource_spec(self):
@@ -121,6 +125,12 @@ class AutoDist:
         """A distributed version of ``fn`` built on first call (see ``autodist.runtime.function``)."""
         from autodist.runtime.function import DistributedFunction
         return DistributedFunction(self, fn, self._job)
+
+    def log_scalar(self, tag, value, step=None):
+        """Write the scalar ``tag`` (e.g. your loss) to TensorBoard at ``step`` (default: the current
+        session step); nothing without ``logdir``."""
+        if self._job.scalars is not None:
+            self._job.scalars.scalar(tag, value, step)
 
     def finish_job(self, abort=False, timeout=120.0, reason=None):
         """End the job this chief launched: wait up to ``timeout`` s for the other nodes' scripts

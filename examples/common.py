@@ -21,7 +21,15 @@ def parser(description, strategy, steps, log_every=10):
     args.add_argument("--strategy", default=strategy, help="strategy builder name (default: %(default)s)")
     args.add_argument("--steps", type=int, default=steps, help="training steps (default: %(default)s)")
     args.add_argument("--log-every", type=int, default=log_every, help="print progress every N steps")
+    args.add_argument("--trace-dir", default=None,
+                      help="trace a few steps on every node into DIR/timeline.json (see docs/observability.md)")
+    args.add_argument("--logdir", default=None, help="write TensorBoard scalars per node into DIR")
     return args
+
+
+def views(args):
+    """AutoDist's options for the views the command line asked for (``--trace-dir``, ``--logdir``)."""
+    return {"trace_dir": args.trace_dir, "logdir": args.logdir}
 
 
 def strategy(name):

@@ -14,7 +14,7 @@ about 20 s on two loopback nodes).
 """
 import numpy as np
 
-from common import node_rows, parser, say, strategy
+from common import node_rows, parser, say, strategy, views
 
 BATCH = 64
 
@@ -48,7 +48,7 @@ def main():
     import tensorflow as tf
     from autodist import AutoDist
 
-    ad = AutoDist(args.spec, strategy(args.strategy))
+    ad = AutoDist(args.spec, strategy(args.strategy), **views(args))
     x_train, x_test, y_train, y_test = digits()
     rows = node_rows(ad, BATCH)
     with tf.Graph().as_default(), ad.scope():
@@ -74,6 +74,7 @@ def main():
         start = (step - 1) * BATCH % (len(order) - BATCH + 1)
         batch = order[start:start + BATCH][rows]
         losses = train_step(x_train[batch], y_train[batch])
+        ad.log_scalar("loss", losses.mean())
         if step % args.log_every == 0 or step == 1:
             say(ad, "step {:4d}  loss {:.4f}".format(step, losses.mean()))
     accuracy = float(np.mean(evaluate(x_test) == y_test))

@@ -12,7 +12,7 @@ the loss falls from ~14 to the noise floor (~0.01) and the weights end within
 """
 import numpy as np
 
-from common import LossLog, node_rows, parser, say, strategy
+from common import LossLog, node_rows, parser, say, strategy, views
 
 TRUE_W, TRUE_B = np.array([3.0, -2.0, 0.5], np.float32), 1.0
 BATCH = 64
@@ -32,7 +32,7 @@ def main():
     import tensorflow as tf
     from autodist import AutoDist
 
-    ad = AutoDist(args.spec, strategy(args.strategy))
+    ad = AutoDist(args.spec, strategy(args.strategy), **views(args))
     x_all, y_all = data()
     rows = node_rows(ad, BATCH)
     log = LossLog(ad, args.log_dir)
@@ -49,6 +49,7 @@ def main():
             batch = slice(start + rows.start, start + rows.stop)
             per_example, _ = session.run([errors, train], {x: x_all[batch], y: y_all[batch]})
             log.add(step, per_example.mean())
+            ad.log_scalar("loss", per_example.mean())
             if step % args.log_every == 0 or step == 1:
                 say(ad, "step {:4d}  loss {:.4f}".format(step, per_example.mean()))
         weights, bias = session.run([w, b])

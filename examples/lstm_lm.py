@@ -18,7 +18,7 @@ import importlib.util
 
 import numpy as np
 
-from common import node_rows, parser, say, strategy
+from common import node_rows, parser, say, strategy, views
 
 WINDOW, BATCH = 32, 32
 
@@ -50,7 +50,7 @@ def main():
     text = zen()
     vocabulary = sorted(set(text))
     inputs, targets = windows(text, vocabulary)
-    ad = AutoDist(args.spec, strategy(args.strategy))
+    ad = AutoDist(args.spec, strategy(args.strategy), **views(args))
     rows = node_rows(ad, BATCH)
     with tf.Graph().as_default(), ad.scope():
         keras.utils.set_random_seed(0)
@@ -73,6 +73,7 @@ def main():
             start = (step - 1) * BATCH % (len(order) - BATCH + 1)
             batch = order[start:start + BATCH][rows]
             losses, _ = session.run([per_example, train], {x: inputs[batch], y: targets[batch]})
+            ad.log_scalar("loss", losses.mean())
             if step % args.log_every == 0 or step == 1:
                 say(ad, "step {:4d}  loss {:.4f}  perplexity {:.2f}".format(step, losses.mean(),
                                                                            np.exp(losses.mean())))

@@ -15,7 +15,7 @@ about 35 s; noise floor 0.25).
 """
 import numpy as np
 
-from common import node_rows, parser, say, strategy
+from common import node_rows, parser, say, strategy, views
 
 USERS, ITEMS, RANK, DIM, BATCH = 4000, 500, 4, 32, 256
 
@@ -36,7 +36,7 @@ def main():
     import tensorflow as tf
     from autodist import AutoDist
 
-    ad = AutoDist(args.spec, strategy(args.strategy))
+    ad = AutoDist(args.spec, strategy(args.strategy), **views(args))
     users, items, values = ratings()
     held_out = len(values) // 10
     train = slice(held_out, None)
@@ -72,7 +72,9 @@ def main():
             batch = slice(start + rows.start, start + rows.stop)
             session.run(train_op, {user: u[batch], item: i[batch], rating: r[batch]})
             if step % args.log_every == 0:
-                say(ad, "step {:4d}  held-out RMSE {:.4f}".format(step, rmse(slice(0, held_out))))
+                error = rmse(slice(0, held_out))
+                ad.log_scalar("held_out_rmse", error)
+                say(ad, "step {:4d}  held-out RMSE {:.4f}".format(step, error))
         say(ad, "final held-out RMSE {:.4f} (noise floor 0.25)".format(rmse(slice(0, held_out))))
 
 
