@@ -18,6 +18,8 @@ Configurations (``--configs``; ``step_time_roles`` has the processes):
                       a ConditionalAccumulator per variable, a token queue per worker
     mwms, mwms_25mib  MultiWorkerMirroredStrategy, RING, one pack / 25 MiB packs, Keras 3
     single            one process, 2 threads on both cores, the global batch
+    AllReduce_fp16,   AllReduce with the opt-in compressors HorovodCompressor (float16 on
+    AllReduce_powersgd  the wire) and PowerSGDCompressor (rank 1), next to the plain one
 
 The baselines train exactly like single-device SGD on the global batch (the
 variables agreed to 1e-8 after three steps when this was written). They run
@@ -51,7 +53,9 @@ see ``step_time_procs``) per step and per worker; ``x-node``: the part that
 crossed between the nodes; ``CPU ms/step``: utime + stime of every process of
 the job over the timed steps, per step (counted in clock ticks of 10 ms, so
 short runs of fast models read coarse; ``cpu_s_per_step`` in the JSON, in
-seconds); ``ratio``: median over the best
+seconds); ``loss``: worker 0's loss on its batch after the last timed step
+(autodist configurations: next to AllReduce's, what compression costs in
+accuracy; the median over the rounds); ``ratio``: median over the best
 baseline's median (the smallest of hand_ps, mwms, mwms_25mib). Results go to
 ``benchmarks/results/<label>.json``. A configuration that fails or exceeds
 ``--timeout`` is reported in its row (``errors``) and the run goes on; every
@@ -85,7 +89,7 @@ def summarize(model, config, runs, errors, rounds):
     """One result row from the successful runs of every round."""
     row = {"model": model, "config": config, "median_ms": None, "p90_ms": None, "bytes_per_step": None,
            "cross_node_bytes_per_step": None, "cpu_s_per_step": None, "ratio": None, "steps": 0,
-           "rounds": len(runs), "rounds_planned": rounds, "errors": errors}
+           "rounds": len(runs), "rounds_planned": rounds, "errors": errors, "loss": None}
     if not runs:
         return row
     ms = [t for run in runs for t in run["ms"]]
@@ -95,6 +99,8 @@ def summarize(model, config, runs, errors, rounds):
                steps=len(ms), cpu_s_per_step=sum(r["cpu_s"] for r in runs) / len(ms),
                bytes_per_step=sum(r["sent"] for r in runs) / len(ms) / workers,
                cross_node_bytes_per_step=sum(r["cross_node"] for r in runs) / len(ms) / workers)
+    losses = [r["loss"] for r in runs if r.get("loss") is not None]
+    row["loss"] = statistics.median(losses) if losses else None
     return row
 
 
@@ -125,8 +131,8 @@ def _number(value, fmt):
 
 
 def print_tables(rows, args):
-    head = "{:<22} {:>9} {:>9} {:>11} {:>11} {:>11} {:>6} {:>6}".format(
-        "config", "median ms", "p90 ms", "sent/wstep", "x-node", "CPU ms/step", "ratio", "steps")
+    head = "{:<22} {:>9} {:>9} {:>11} {:>11} {:>11} {:>6} {:>6} {:>10}".format(
+        "config", "median ms", "p90 ms", "sent/wstep", "x-node", "CPU ms/step", "ratio", "steps", "loss")
     for model in args.models:
         spec = MODELS[model]
         print("\n{}: {} parameters, batch {} per worker (global {}); threads per process: {}; {}".format(
@@ -134,11 +140,11 @@ def print_tables(rows, args):
             "pinned" if args.pin else "not pinned"))
         print(head)
         for row in (r for r in rows if r["model"] == model):
-            print("{:<22} {:>9} {:>9} {:>11} {:>11} {:>11} {:>6} {:>6}".format(
+            print("{:<22} {:>9} {:>9} {:>11} {:>11} {:>11} {:>6} {:>6} {:>10}".format(
                 row["config"], _number(row["median_ms"], "{:.2f}"), _number(row["p90_ms"], "{:.2f}"),
                 _size(row["bytes_per_step"]), _size(row["cross_node_bytes_per_step"]),
                 _number(row["cpu_s_per_step"] and row["cpu_s_per_step"] * 1e3, "{:.2f}"),
-                _number(row["ratio"], "{:.2f}"), row["steps"]))
+                _number(row["ratio"], "{:.2f}"), row["steps"], _number(row["loss"], "{:.4g}")))
             for error in row["errors"]:
                 print("    ! {}".format(error if len(error) < 400 else error[:400] + " ..."))
 

@@ -15,7 +15,8 @@ harness on stdin/stdout, in lines starting with ``MARKER``::
 
     worker 0 -> harness   @@step_time {"event": "ready"}                 after the warm-up steps
     harness  -> worker 0  go                                             (the harness took its snapshots)
-    worker 0 -> harness   @@step_time {"event": "done", "ms": [...]}     the timed steps' wall times
+    worker 0 -> harness   @@step_time {"event": "done", "ms": [...], "loss": ...}   the timed steps' wall
+                                                                         times; loss after them (autodist)
     harness  -> worker 0  end
 
 The pause at ``ready`` lets the harness read CPU times and socket counters
@@ -59,8 +60,8 @@ def expect(word, timeout):
         raise SystemExit("step_time: expected {!r} from the harness, got {!r}".format(word, line.strip()))
 
 
-def timed_loop(step, args, report):
-    """``args.warmup`` untimed steps, then ``args.steps`` timed ones; worker 0 reports them."""
+def timed_loop(step, args, report, final_loss=None):
+    """``args.warmup`` untimed steps, then ``args.steps`` timed ones; worker 0 reports them (and ``final_loss()``)."""
     for _ in range(args.warmup):
         step()
     if report:
@@ -72,7 +73,7 @@ def timed_loop(step, args, report):
         step()
         times.append((time.perf_counter() - start) * 1e3)
     if report:
-        emit("done", ms=times)
+        emit("done", ms=times, **({"loss": final_loss()} if final_loss is not None else {}))
         expect("end", args.timeout)
     else:
         wait_for_release(args.release, args.timeout)
@@ -100,15 +101,17 @@ def run_autodist(args, model):
     import tensorflow as tf
     import autodist
     from autodist import strategies
-    ad = autodist.AutoDist(args.spec, getattr(strategies, args.builder)())
+    ad = autodist.AutoDist(args.spec, getattr(strategies, args.builder)(**json.loads(args.builder_args)))
     x_np, y_np = synthetic_batch(model, model.batch, seed=ad.worker_index)
     with tf.Graph().as_default(), ad.scope():
+        tf.compat.v1.set_random_seed(0)   # the same initial values in every configuration: losses compare
         x, y = _placeholders(tf, model)
-        train = tf.compat.v1.train.GradientDescentOptimizer(model.learning_rate).minimize(
-            loss(model, graph_logits(model, x), y))
+        total = loss(model, graph_logits(model, x), y)
+        train = tf.compat.v1.train.GradientDescentOptimizer(model.learning_rate).minimize(total)
         session = ad.create_distributed_session()
         feed = {x: x_np, y: y_np}
-        timed_loop(lambda: session.run(train, feed), args, report=ad.is_chief)
+        timed_loop(lambda: session.run(train, feed), args, report=ad.is_chief,
+                   final_loss=lambda: float(session.run(total, feed)))
 
 
 def hand_ps_train_op(tf, model, x, y, task, workers, step):
@@ -252,6 +255,7 @@ def _parser():
     parser.add_argument("--timeout", type=float, required=True, help="bound of every wait, s")
     parser.add_argument("--release", required=True, help="the file whose creation lets the other processes exit")
     parser.add_argument("--builder", help="autodist: the strategy builder's class name")
+    parser.add_argument("--builder-args", default="{}", help="autodist: the builder's arguments as JSON")
     parser.add_argument("--spec", help="autodist: the resource spec file")
     parser.add_argument("--cluster", help="hand_ps, mwms: the cluster spec as JSON")
     parser.add_argument("--task", help="hand_ps: 'ps' or a worker index; mwms: the worker index")

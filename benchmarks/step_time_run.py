@@ -1,7 +1,8 @@
 """One run of one configuration: its processes, their environment, the measured window.
 
     result = run_config("mlp", "PSLoadBalancing", args)
-    # {"ms": [...timed steps of worker 0...], "cpu_s": ..., "sent": ..., "cross_node": ..., "notes": [...]}
+    # {"ms": [...timed steps of worker 0...], "cpu_s": ..., "sent": ..., "cross_node": ..., "loss": ...,
+    #  "notes": [...]}
 
 ``launches(config)`` says which processes the harness starts (worker 0 last,
 as the reporter); ``run_config`` starts them (``python step_time.py --role
@@ -30,7 +31,7 @@ from step_time_models import MODELS
 from step_time_procs import ProcessTable, socket_snapshot, traffic
 from step_time_roles import MARKER
 
-__all__ = ["BUILDERS", "BASELINES", "CONFIGS", "SPEC", "WORKERS", "RunFailed", "Launch", "launches", "child_env",
+__all__ = ["BUILDERS", "COMPRESSED", "BASELINES", "CONFIGS", "SPEC", "WORKERS", "RunFailed", "Launch", "launches", "child_env",
            "run_config"]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -38,8 +39,11 @@ REPO = os.path.dirname(HERE)
 SCRIPT = os.path.join(HERE, "step_time.py")
 BUILDERS = ("PS", "PSLoadBalancing", "PartitionedPS", "UnevenPartitionedPS", "AllReduce", "PartitionedAR",
             "RandomAxisPartitionAR", "Parallax", "AutoStrategy")
+#: Opt-in compression, next to the uncompressed AllReduce: config -> (builder, its arguments).
+COMPRESSED = {"AllReduce_fp16": ("AllReduce", {"compressor": "HorovodCompressor"}),
+              "AllReduce_powersgd": ("AllReduce", {"compressor": "PowerSGDCompressor"})}
 BASELINES = ("hand_ps", "mwms", "mwms_25mib")
-CONFIGS = BASELINES + ("single",) + BUILDERS
+CONFIGS = BASELINES + ("single",) + BUILDERS + tuple(COMPRESSED)
 SPEC = os.path.join(REPO, "resource_specs", "loopback_two_nodes.yml")
 NODES = ("127.0.0.1", "127.0.0.2")
 WORKERS = len(NODES)
@@ -64,8 +68,10 @@ class Launch:
 
 def launches(config):
     """The processes the harness starts for ``config``, in start order (worker 0 last)."""
-    if config in BUILDERS:
-        return [Launch("chief", ["autodist", "--builder", config, "--spec", SPEC], 0, 1, reporter=True)]
+    if config in BUILDERS or config in COMPRESSED:
+        builder, arguments = COMPRESSED.get(config, (config, {}))
+        role = ["autodist", "--builder", builder, "--builder-args", json.dumps(arguments), "--spec", SPEC]
+        return [Launch("chief", role, 0, 1, reporter=True)]
     if config == "single":
         return [Launch("single", ["single", "--workers", str(WORKERS)], None, None, reporter=True)]
     ports = free_ports(WORKERS + 1)
@@ -158,7 +164,7 @@ def measure(table, events, reporter, release, timeout):
     _tell(reporter, "end")
     sent, cross = traffic(sockets_before, sockets_after, table.node_of())
     cpu = sum(seconds - cpu_before.get(pid, 0.0) for pid, seconds in cpu_after.items())
-    return {"ms": done["ms"], "cpu_s": cpu, "sent": sent, "cross_node": cross}
+    return {"ms": done["ms"], "cpu_s": cpu, "sent": sent, "cross_node": cross, "loss": done.get("loss")}
 
 
 def run_config(model, config, args):

@@ -77,6 +77,21 @@ def test_hand_ps_starts_the_server_first_and_worker_0_last(bench):
     assert (chief.node, chief.children_node, chief.reporter) == (0, 1, True)
 
 
+def test_compressed_configurations_pass_the_compressor_and_rows_carry_the_loss(bench):
+    from step_time_run import launches
+    chief, = launches("AllReduce_powersgd")
+    role = chief.role
+    assert role[:3] == ["autodist", "--builder", "AllReduce"]
+    assert json.loads(role[role.index("--builder-args") + 1]) == {"compressor": "PowerSGDCompressor"}
+    plain, = launches("AllReduce")
+    assert json.loads(plain.role[plain.role.index("--builder-args") + 1]) == {}
+    run = {"ms": [1.0], "cpu_s": 0.1, "sent": 8, "cross_node": 4}
+    row = bench.summarize("mlp", "AllReduce_fp16", [dict(run, loss=0.5), dict(run, loss=0.25), dict(run, loss=1.0)],
+                          [], 3)
+    assert row["loss"] == 0.5, "the median over the rounds"
+    assert bench.summarize("mlp", "hand_ps", [run], [], 1)["loss"] is None, "baselines report none"
+
+
 @pytest.mark.slow
 def test_quick_run_writes_a_row_with_numbers_for_every_configuration(bench, tmp_path):
     argv = [sys.executable, SCRIPT, "--quick", "--steps", "3", "--warmup", "1", "--timeout", "150",

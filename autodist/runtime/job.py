@@ -64,7 +64,8 @@ def _single_node_job(resource_spec, job_id):
     address = resource_spec.chief
     servers = {address: "localhost:{}".format(free_port())}
     context = JobContext(job_id=job_id, address=address, servers=servers, chief=address, strategy_path="")
-    start_in_process(context.cluster_spec(), 0, cpu_count_of(resource_spec.node_specs[0]), 0)
+    node = resource_spec.node_specs[0]
+    start_in_process(context.cluster_spec(), 0, cpu_count_of(node), 0, node.threads)
     return context
 
 

@@ -43,8 +43,8 @@ def open_node_session(graph_item, strategy, context, resource_spec, failure=None
     result = GraphTransformer(strategy, node).transform(graph_item)
     graph = _import(result.item)
     spec_node = {n.address: n for n in resource_spec.node_specs}.get(context.address)
-    cpus = cpu_count_of(spec_node) if spec_node is not None else 1
-    config = node_config(cpus, context.chief_task)
+    cpus, threads = (cpu_count_of(spec_node), spec_node.threads) if spec_node is not None else (1, 0)
+    config = node_config(cpus, context.chief_task, threads or None)
     session = tf.compat.v1.Session(context.target, graph=graph, config=config)
     options = tf.compat.v1.RunOptions(timeout_in_ms=int(init_timeout * 1000))
     run_init = lambda: [session.run(op, options=options) for op in INIT_OPS]  # noqa: E731

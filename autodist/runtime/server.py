@@ -35,10 +35,10 @@ def _parser():
     return parser
 
 
-def start_in_process(cluster, task, cpus, chief_task):
+def start_in_process(cluster, task, cpus, chief_task, threads=0):
     """Start this process's TensorFlow server for ``task`` of ``cluster`` (``{"worker": [...]}``); returns it."""
     from autodist.spec.cluster import node_config, start_server
-    server = start_server(cluster, task, node_config(cpus, chief_task))
+    server = start_server(cluster, task, node_config(cpus, chief_task, threads or None))
     _IN_PROCESS.append(server)
     return server
 

@@ -34,6 +34,7 @@ from autodist.capture.queries import tf_variable
 from autodist.runtime.composites import component_feeds, components, composite_value
 from autodist.runtime.input_epochs import explained_end_of_input
 from autodist.runner.base import run_bounded, wait_until
+from autodist.runtime.run_plans import RunPlans, map_fetches
 
 __all__ = ["DistributedSession", "FetchMapper", "WatchedCaller", "await_failure", "flatten_fetches", "close_bounded",
            "PEER_ERROR_GRACE", "CLOSE_TIMEOUT", "CLOSE_GRACE"]
@@ -207,13 +208,19 @@ class FetchMapper:
                 return np.shape(value)[axis]
         return 0
 
-    def feed(self, key, value):
-        """{name in this node's graph: value} for one feed."""
+    def _feed_target(self, key):
         element = self.element(key)
         if isinstance(element, tf.Operation):
             raise SessionError("cannot feed the op '{}'; feed one of its tensors".format(element.name))
-        copies = self._copies(element.name)
-        axis = _split_axis(element.shape)
+        return element, self._copies(element.name), _split_axis(element.shape)
+
+    def feed_copies(self, key):
+        """``(copies, axis)``: the names ``key`` is fed to, and the axis a value is split along (or None)."""
+        return self._feed_target(key)[1:]
+
+    def feed(self, key, value):
+        """{name in this node's graph: value} for one feed."""
+        element, copies, axis = self._feed_target(key)
         if len(copies) == 1 or axis is None:
             return {c: value for c in copies}
         array = np.asarray(value)
@@ -240,6 +247,7 @@ class DistributedSession(tf_session.SessionInterface):
         self._failure = failure or (lambda: None)
         self._on_interrupt = on_interrupt
         self._caller = WatchedCaller(self._failure) if failure is not None else None
+        self._plans = RunPlans(session, mapper)
         self._closed = False
         self._interrupted = False
 
@@ -270,18 +278,6 @@ class DistributedSession(tf_session.SessionInterface):
                     "and train op before creating the session".format(op.name, self._version,
                                                                       self._original.version))
 
-    def _map_fetches(self, leaves, pack):
-        names, rebuilders = [], []
-        for leaf in leaves:
-            copies, rebuild = self._mapper.fetch(leaf)
-            rebuilders.append((len(names), len(copies), rebuild))
-            names.extend(copies)
-
-        def unflatten(values):
-            out = [rebuild(values[start:start + count]) for start, count, rebuild in rebuilders]
-            return pack(out)
-        return names, unflatten
-
     def _map_feeds(self, feed_dict):
         feeds = {}
         for key, value in (feed_dict or {}).items():
@@ -289,19 +285,32 @@ class DistributedSession(tf_session.SessionInterface):
         return feeds
 
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
-        leaves, pack = flatten_fetches(fetches)
         feed_dict = component_feeds(feed_dict)
+        observed = self._tracer is not None or self._scalars is not None
+        plain = options is None and run_metadata is None and not observed
+        if plain:   # a repeated signature runs its cached plan (``run_plans``)
+            key, held, plan = self._plans.lookup(fetches, feed_dict, flatten_fetches)
+            step = plan.bind(feed_dict.values() if feed_dict else ()) if plan is not None else None
+            if step is not None:
+                return plan.unflatten(self._run_call(step))
+        leaves, pack = flatten_fetches(fetches)
         self._check_graph(leaves + list(feed_dict or {}))
-        names, unflatten = self._map_fetches(leaves, pack)
+        names, unflatten = map_fetches(self._mapper, leaves, pack)
         feeds = self._map_feeds(feed_dict)
-        if self._tracer is not None or self._scalars is not None:
+        if observed:
             return unflatten(self._observed(names, feeds, feed_dict, options, run_metadata))
-        return unflatten(self._run_names(names, feeds, options, run_metadata))
+        values = self._run_names(names, feeds, options, run_metadata)
+        if plain:
+            self._plans.ran(key, held)
+        return unflatten(values)
 
     def _run_names(self, names, feeds, options, run_metadata):
+        return self._run_call(lambda: self._session.run(names, feeds, options=options, run_metadata=run_metadata))
+
+    def _run_call(self, fn):
         """One watched call of the inner session; the end of a tf.data input explained."""
         try:
-            return self._call(lambda: self._session.run(names, feeds, options=options, run_metadata=run_metadata))
+            return self._call(fn)
         except tf.errors.OutOfRangeError as e:
             raise explained_end_of_input(e, self._mapper.assignment) from e
 

@@ -142,6 +142,7 @@ class NodeSpec:
     chief: bool
     ssh_config: Optional[str]
     network_bandwidth: float
+    threads: int = 0          # intra- and inter-op threads per TensorFlow process; 0: TensorFlow's choice
 
 
 def _read_text(path):
@@ -329,6 +330,8 @@ def _node_dict(node):
             "chief": node.chief, "network_bandwidth": node.network_bandwidth}
     if node.ssh_config is not None:
         data["ssh_config"] = node.ssh_config
+    if node.threads:
+        data["threads"] = node.threads
     return data
 
 

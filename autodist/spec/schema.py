@@ -7,7 +7,7 @@ yields plain, normalized data::
 
     {"name": None,
      "nodes": [{"address": "10.0.0.1", "gpus": (0, 1), "cpus": (0,), "chief": False,
-                "ssh_config": None, "network_bandwidth": 1.0}, ...],
+                "ssh_config": None, "network_bandwidth": 1.0, "threads": 0}, ...],
      "ssh": {"conf": {"username": "ubuntu", "port": 22, ...}}}
 
 Why a small hand-written checker rather than jsonschema: errors must carry the
@@ -105,6 +105,10 @@ def _port(value):
     return None
 
 
+def _non_negative(value):
+    return None if value >= 0 else "must be an integer >= 0, got {}".format(value)
+
+
 def _non_empty(value):
     return None if value.strip() else "must not be empty"
 
@@ -132,6 +136,7 @@ PATH = Scalar("a file path", _is_path, _non_empty_path, _expand, text=True)
 BOOL = Scalar("true or false", lambda v: isinstance(v, bool))
 PORT = Scalar("an integer port", _is_int, _port)
 POSITIVE = Scalar("a number", _is_number, _positive, float)
+COUNT = Scalar("an integer", _is_int, _non_negative)
 ADDRESS = Scalar("an address (IPv4, IPv6 or hostname)", _is_str, address_problem, text=True)
 
 
@@ -310,6 +315,8 @@ NODE = Record("a node (a mapping with at least 'address')", (
         False),
     Key("ssh_config", STRING, "name of the group under 'ssh' used to reach the node", None),
     Key("network_bandwidth", POSITIVE, "network bandwidth of the node in Gbit/s", 1),
+    Key("threads", COUNT, "intra- and inter-op threads of each TensorFlow process on the node; 0: "
+        "TensorFlow's choice (TF_NUM_INTRAOP_THREADS / TF_NUM_INTEROP_THREADS, else one per core)", 0),
 ))
 
 SPEC = Record("a mapping with a 'nodes' list", (

@@ -7,7 +7,7 @@ a message naming the parameter and what it accepts. The errors are
 """
 from autodist.errors import StrategyError
 
-__all__ = ["check_bool", "check_staleness", "check_chunk_size", "check_choice", "check_seed"]
+__all__ = ["check_bool", "check_staleness", "check_chunk_size", "check_bucket_bytes", "check_choice", "check_seed"]
 
 
 def _is_int(value):
@@ -37,6 +37,13 @@ def check_chunk_size(builder, chunk_size):
         raise StrategyError("{}: chunk_size must be an integer >= 1 (variables per collective "
                             "group), got {!r}".format(builder, chunk_size))
     return chunk_size
+
+
+def check_bucket_bytes(builder, bucket_bytes):
+    if bucket_bytes is not None and (not _is_int(bucket_bytes) or bucket_bytes < 1):
+        raise StrategyError("{}: bucket_bytes must be an integer >= 1 (bytes of gradients fused into one "
+                            "collective) or None (no byte bound), got {!r}".format(builder, bucket_bytes))
+    return bucket_bytes
 
 
 def check_choice(builder, name, value, choices):

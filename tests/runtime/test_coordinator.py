@@ -93,6 +93,7 @@ def test_launch_checks_hosts_first_then_starts_servers_then_scripts(launch, tmp_
         assert VERSIONS_MARKER in texts[0]                      # preflight before anything else
         server = next(c for c in runner.calls if "autodist.runtime.server" in c.argv)
         assert server.argv[server.argv.index("--job-id") + 1] == coordinator.job_id
+        assert server.argv[server.argv.index("--threads") + 1] == "0", "the spec's threads: TensorFlow's choice"
         worker = runner.calls[-1]
         assert worker.argv[1:] == ["/abs/train.py", "--x", "1"] and worker.cwd == "/the/cwd"
         job = JobContext.from_env(worker.env)

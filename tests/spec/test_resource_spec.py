@@ -28,6 +28,19 @@ def test_every_shipped_spec_is_listed():
     assert sorted(p.name for p in SPECS.glob("*.yml")) == sorted(SHIPPED)
 
 
+def test_threads_per_node_default_to_tensorflows_choice():
+    spec = spec_of("""\
+        nodes:
+          - address: 127.0.0.1
+            chief: true
+            threads: 2
+          - address: 127.0.0.2
+        """)
+    assert [n.threads for n in spec.node_specs] == [2, 0]
+    assert ResourceSpec.from_dict(spec.to_dict()).node_specs == spec.node_specs
+    assert "threads" not in spec.to_dict()["nodes"][1], "the default is left out"
+
+
 @pytest.mark.parametrize("name", SHIPPED)
 def test_shipped_spec_validates_and_explains_itself(name):
     path = SPECS / name

@@ -196,6 +196,16 @@ CASES = [
           - address: 10.0.0.1
             network_bandwidth: .inf
         """, 3, "nodes[0].network_bandwidth", "must be a positive number, got inf"),
+    case("threads-negative", """\
+        nodes:
+          - address: 10.0.0.1
+            threads: -1
+        """, 3, "nodes[0].threads", "must be an integer >= 0, got -1"),
+    case("threads-float", """\
+        nodes:
+          - address: 10.0.0.1
+            threads: 1.5
+        """, 3, "nodes[0].threads", "expected an integer, got a number (1.5)"),
     case("bandwidth-string", """\
         nodes:
           - address: 10.0.0.1

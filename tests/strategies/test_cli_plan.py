@@ -50,7 +50,7 @@ def test_json_with_arguments(capsys, item_file):
     assert data["variables"][0]["shape"] == [4, 3] and data["variables"][0]["bytes"] == 48
     assert data["imbalance"] == 1.0 and len(data["devices"]) == 2
     assert data["builder"] == "AllReduce(chunk_size=2, all_reduce_spec='RING', " \
-                              "compressor='NoneCompressor')"
+                              "compressor='NoneCompressor', bucket_bytes=16777216)"
 
 
 def test_options_after_the_file_and_the_default_builder(capsys, item_file):

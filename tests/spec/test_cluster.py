@@ -1,0 +1,12 @@
+"""spec -> ConfigProto: devices, the collective leader, and the node's thread counts."""
+from autodist.spec.cluster import node_config
+
+
+def test_threads_left_to_tensorflow_unless_the_spec_sets_them():
+    config = node_config(2, 0)
+    assert config.device_count["CPU"] == 2
+    assert config.experimental.collective_group_leader.endswith("/task:0")
+    assert (config.intra_op_parallelism_threads, config.inter_op_parallelism_threads) == (0, 0), \
+        "0: TF_NUM_INTRAOP_THREADS / TF_NUM_INTEROP_THREADS, else one per core"
+    pinned = node_config(1, 1, threads=3)
+    assert (pinned.intra_op_parallelism_threads, pinned.inter_op_parallelism_threads) == (3, 3)
