@@ -41,14 +41,18 @@ class AutoDist:
     launched by an autodist chief finds its job in the environment, and any
     other process is the chief of a new job. ``launch_argv`` is what the other
     nodes run after ``python`` (default: this script and its arguments).
+    ``verbose``: show every line the other nodes print (TensorFlow's start-up
+    chatter too); ``progress``: a progress line on the chief, with an ETA when
+    ``total_steps`` (session calls) is given (see ``docs/running.md``).
     """
 
-    def __init__(self, resource_spec_file, strategy_builder=None, *, job=None, launch_argv=None):
+    def __init__(self, resource_spec_file, strategy_builder=None, *, job=None, launch_argv=None, verbose=False,
+                 progress=False, total_steps=None):
         from autodist.spec.resource_spec import ResourceSpec
         self._resource_spec = ResourceSpec(resource_spec_file)
         self._graph_item = None
         self._job = Job(self._resource_spec, strategy_builder, context=job, launch_argv=launch_argv,
-                        environ=os.environ)
+                        environ=os.environ, verbose=verbose, progress=progress, total_steps=total_steps)
 
     @property
     def resource_spec(self):

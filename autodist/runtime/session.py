@@ -204,6 +204,16 @@ class FetchMapper:
         parts = np.array_split(array, len(copies), axis=axis)
         return dict(zip(copies, parts))
 
+    def rows(self, feed_dict):
+        """The batch one call feeds (for the step reports): its first split feed's size along that axis, or 0."""
+        for key, value in (feed_dict or {}).items():
+            element = self.element(key)
+            axis = None if isinstance(element, tf.Operation) else _split_axis(element.shape)
+            shape = np.shape(value)
+            if axis is not None and len(shape) > axis:
+                return int(shape[axis])
+        return 0
+
 
 class DistributedSession(tf_session.SessionInterface):
     """A session on this node's distributed graph that speaks the user's graph."""
@@ -271,10 +281,11 @@ class DistributedSession(tf_session.SessionInterface):
         self._check_graph(leaves + list(feed_dict or {}))
         names, unflatten = self._map_fetches(leaves, pack)
         feeds = self._map_feeds(feed_dict)
-        values = self._call(lambda: self._session.run(names, feeds, options=options, run_metadata=run_metadata))
+        values = self._call(lambda: self._session.run(names, feeds, options=options, run_metadata=run_metadata),
+                            examples=self._mapper.rows(feed_dict) if self._monitor is not None else 0)
         return unflatten(values)
 
-    def _call(self, fn):
+    def _call(self, fn, examples=0):
         monitor = self._monitor
         if monitor is not None:
             monitor.started()
@@ -292,7 +303,7 @@ class DistributedSession(tf_session.SessionInterface):
             raise
         finally:
             if monitor is not None:
-                monitor.finished()
+                monitor.finished(examples)
 
     def make_callable(self, fetches, feed_list=None, accept_options=False):
         feed_list = list(feed_list or [])
