@@ -175,12 +175,14 @@ class Progress:
     def _show(self, step, steps_rate, examples_rate):
         from rich.progress_bar import ProgressBar
         from rich.table import Table
-        row = Table.grid(padding=(0, 2))
         text = describe(step, steps_rate, examples_rate, self._total)
-        if self._total:
-            row.add_row(ProgressBar(total=self._total, completed=min(step, self._total), width=30), text)
-        else:
-            row.add_row(text)
+        row, cells = Table.grid(padding=(0, 2)), []
+        width = min(30, self._live.console.width - len(text) - 2)   # the bar takes what the text leaves
+        if self._total and width >= 5:
+            row.add_column()
+            cells.append(ProgressBar(total=self._total, completed=min(step, self._total), width=width))
+        row.add_column(no_wrap=True, overflow="ellipsis")
+        row.add_row(*cells, text)
         self._live.update(row, refresh=True)
 
 

@@ -12,6 +12,8 @@ import tensorflow as tf
 from autodist.api import AutoDist
 from autodist.runtime.autorun import NUM_WORKERS_ENV, WORKER_INDEX_ENV, run_script
 from autodist.errors import CaptureError, SessionError
+from autodist.runner.console import is_chatter
+from autodist.runtime.server import READY
 from jobtools import REPO, job_processes
 
 SINGLE = os.path.join(REPO, "resource_specs", "single_node_cpu.yml")
@@ -195,6 +197,10 @@ def test_autodist_run_example_on_two_nodes_matches_one_device(reference, options
     code, out = _python(argv, 200)
     assert code == 0, out[-4000:]
     job_id = re.search(r"\[autodist\] job (\S+):", out).group(1)
+    # a clean console: no TensorFlow start-up lines and no handshake from any process; it names the logs
+    noise = [line for line in out.splitlines() if is_chatter(re.sub(r"^\[[^\]]+\] ", "", line)) or READY in line]
+    assert noise == [], out[-4000:]
+    assert "node logs in ~/.autodist/logs/job-" + job_id in out
     ref_steps, ref_weights = reference
     chief_steps, chief_weights = _lines(out, "")
     worker_steps, worker_weights = _lines(out, "[127.0.0.2] ")
