@@ -83,7 +83,8 @@ def describe(step, steps_rate, examples_rate, total=None, plain=False):
 
 
 class _LineProxy:
-    """``sys.stdout`` while the live line shows: each thread's complete lines are printed above it."""
+    """``sys.stdout`` (and a terminal's ``sys.stderr``) while the live line shows: each thread's complete
+    lines are printed above it, so a traceback is not drawn over."""
 
     def __init__(self, console, stream):
         self._console = console
@@ -118,7 +119,7 @@ class Progress:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="autodist-progress", daemon=True)
         self._live = None
-        self._saved = None   # sys.stdout before the live line replaced it
+        self._saved = {}   # "stdout"/"stderr": the sys stream the live line replaced
 
     def start(self):
         if _is_terminal(self._stream):
@@ -134,7 +135,11 @@ class Progress:
                           transient=False)
         self._live.start()
         if sys.stdout is self._stream:
-            self._saved, sys.stdout = sys.stdout, _LineProxy(console, self._stream)
+            self._saved["stdout"] = sys.stdout
+            if _is_terminal(sys.stderr):   # the same screen: its lines must not land inside the live line
+                self._saved["stderr"] = sys.stderr
+        for name, stream in self._saved.items():
+            setattr(sys, name, _LineProxy(console, stream))
 
     def stop(self):
         """Show the last line and give the console back; idempotent."""
@@ -149,8 +154,9 @@ class Progress:
                 self._plain(figures)
             return
         self._show(*figures)
-        if self._saved is not None and isinstance(sys.stdout, _LineProxy):
-            sys.stdout = self._saved
+        for name, stream in self._saved.items():
+            if isinstance(getattr(sys, name), _LineProxy):
+                setattr(sys, name, stream)
         self._live.stop()
 
     def _safe_sample(self):

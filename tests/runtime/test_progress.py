@@ -85,16 +85,18 @@ class _Terminal(io.StringIO):
 
 
 def test_on_a_terminal_the_line_is_live_and_printed_lines_scroll_above_it(monkeypatch):
-    terminal = _Terminal()
+    terminal, errors = _Terminal(), _Terminal()
     monkeypatch.setattr(sys, "stdout", terminal)
+    monkeypatch.setattr(sys, "stderr", errors)
     progress = Progress(_Counter(), "chief", total_steps=100, stream=terminal, interval=0.05).start()
-    assert sys.stdout is not terminal
+    assert sys.stdout is not terminal and sys.stderr is not errors
     print("[node 0] step 1 loss 0.5")
+    print("Traceback (most recent call last):", file=sys.stderr)
     time.sleep(0.3)
     progress.stop()
-    assert sys.stdout is terminal
+    assert sys.stdout is terminal and sys.stderr is errors
     output = terminal.getvalue()
-    assert "[node 0] step 1 loss 0.5" in output
+    assert "[node 0] step 1 loss 0.5" in output and "Traceback (most recent call last):" in output
     assert "steps/s" in output and "examples/s" in output and "/100" in output
 
 
