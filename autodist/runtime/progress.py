@@ -39,7 +39,8 @@ class Rates:
 
     ``step`` and steps/s are ``chief``'s; examples/s is summed over the nodes.
     ``overall``: the rates since each node's first step instead (the summary
-    shown when the progress stops).
+    shown when the progress stops), or, when every step came before the second
+    sample, since the last sample before any step.
     """
 
     def __init__(self, chief, window=WINDOW):
@@ -47,6 +48,7 @@ class Rates:
         self._window = window
         self._history = collections.defaultdict(collections.deque)   # node -> (t, steps, examples)
         self._first = {}   # node -> its first point with a step done
+        self._idle = {}    # node -> its last point before any step
 
     def update(self, samples, overall=False):
         step, steps_rate, examples_rate, fed = 0, 0.0, 0.0, False
@@ -59,7 +61,9 @@ class Rates:
                 history.popleft()
             if point[1] > 0:
                 self._first.setdefault(node, point)
-            first, last = self._first.get(node, history[0]) if overall else history[0], history[-1]
+            else:
+                self._idle[node] = point
+            first, last = self._overall_start(node, history) if overall else history[0], history[-1]
             elapsed = last[0] - first[0]
             fed = fed or last[2] > 0
             if elapsed > 0:
@@ -68,6 +72,10 @@ class Rates:
                 step = last[1]
                 steps_rate = (last[1] - first[1]) / elapsed if elapsed > 0 else 0.0
         return step, steps_rate, (examples_rate if fed else None)
+
+    def _overall_start(self, node, history):
+        first = self._first.get(node, history[0])
+        return self._idle.get(node, first) if first[0] >= history[-1][0] else first
 
 
 def describe(step, steps_rate, examples_rate, total=None, plain=False):
