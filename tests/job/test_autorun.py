@@ -249,3 +249,14 @@ def test_only_groups_of_initializers_are_taken_apart():
     assert recorder.asked[-1] == [count.initializer.name]   # global initializers drop out, local ones run
     session.run(mixed)
     assert recorder.asked[-1] == [mixed.name]          # not only initializers: run as it is
+
+
+def test_run_options_for_the_console_are_the_chiefs_and_verbose_reaches_every_node():
+    from autodist.cli import build_parser
+    from autodist.cli.run import worker_argv
+    args = build_parser().parse_args(["run", "-r", "spec.yml", "--verbose", "--steps", "5", "train.py", "--steps", "3"])
+    assert (args.verbose, args.steps, args.progress, args.script_args) == (True, 5, True, ["--steps", "3"])
+    assert build_parser().parse_args(["run", "-r", "spec.yml", "--no-progress", "train.py"]).progress is False
+    assert worker_argv("/s.yml", None, [], "/t.py", ["--steps", "3"], verbose=True) == [
+        "-m", "autodist", "run", "-r", "/s.yml", "--verbose", "/t.py", "--steps", "3"]
+    assert "--verbose" not in worker_argv("/s.yml", None, [], "/t.py", [])

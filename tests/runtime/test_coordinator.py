@@ -297,3 +297,12 @@ def test_finish_waits_for_a_node_that_is_busy_outside_the_session(launch, monkey
         threading.Timer(1.0, worker.finish, args=(0,)).start()
     coordinator.finish(timeout=30)
     assert not any(h.terminated for h in workers)
+
+
+def test_a_verbose_console_shows_every_line(launch, capsys):
+    coordinator, cluster, _ = launch(sink=None, verbose=True)
+    worker = cluster.handles("worker")[0]
+    worker.emit("WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n")
+    assert wait_until(lambda: "absl" in worker.tail(5), 5.0)
+    out = capsys.readouterr().out
+    assert "{} 5002".format(READY) in out and "[{}] WARNING: All log messages".format(worker.name) in out
