@@ -100,15 +100,20 @@ class _LineProxy:
         self._partial = threading.local()
 
     def write(self, text):
-        from rich.text import Text
         buffered = getattr(self._partial, "text", "") + text
         *lines, self._partial.text = buffered.split("\n")
-        for line in lines:
-            self._console.print(Text.from_ansi(line), soft_wrap=True)
+        self._print(lines)
         return len(text)
 
     def flush(self):
-        pass
+        """A line this thread has begun is shown now, as a line of its own."""
+        partial, self._partial.text = getattr(self._partial, "text", ""), ""
+        self._print([partial] if partial else [])
+
+    def _print(self, lines):
+        from rich.text import Text
+        for line in lines:
+            self._console.print(Text.from_ansi(line), soft_wrap=True)
 
     def __getattr__(self, name):   # fileno, isatty, encoding, ...: the real stream's
         return getattr(self._stream, name)

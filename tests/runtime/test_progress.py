@@ -98,11 +98,14 @@ def test_on_a_terminal_the_line_is_live_and_printed_lines_scroll_above_it(monkey
     assert sys.stdout is not terminal and sys.stderr is not errors
     print("[node 0] step 1 loss 0.5")
     print("Traceback (most recent call last):", file=sys.stderr)
+    sys.stdout.write("a prompt> ")
+    sys.stdout.flush()
     time.sleep(0.3)
     progress.stop()
     assert sys.stdout is terminal and sys.stderr is errors
     output = terminal.getvalue()
     assert "[node 0] step 1 loss 0.5" in output and "Traceback (most recent call last):" in output
+    assert "a prompt> " in output
     assert "steps/s" in output and "examples/s" in output and "/100" in output
 
 
