@@ -41,18 +41,22 @@ class AutoDist:
     launched by an autodist chief finds its job in the environment, and any
     other process is the chief of a new job. ``launch_argv`` is what the other
     nodes run after ``python`` (default: this script and its arguments).
-    ``verbose``: show every line the other nodes print (TensorFlow's start-up
-    chatter too); ``progress``: a progress line on the chief, with an ETA when
-    ``total_steps`` (session calls) is given (see ``docs/running.md``).
+    ``trace_dir`` writes a merged timeline of a few traced steps of every node
+    to ``<trace_dir>/timeline.json``; ``logdir`` writes TensorBoard scalars
+    per node (see ``docs/observability.md``). ``verbose``: show every line the
+    other nodes print (TensorFlow's start-up chatter too); ``progress``: a
+    progress line on the chief, with an ETA when ``total_steps`` (session
+    calls) is given (see ``docs/running.md``, "The console").
     """
 
-    def __init__(self, resource_spec_file, strategy_builder=None, *, job=None, launch_argv=None, verbose=False,
-                 progress=False, total_steps=None):
+    def __init__(self, resource_spec_file, strategy_builder=None, *, job=None, launch_argv=None, trace_dir=None,
+                 logdir=None, verbose=False, progress=False, total_steps=None):
         from autodist.spec.resource_spec import ResourceSpec
         self._resource_spec = ResourceSpec(resource_spec_file)
         self._graph_item = None
         self._job = Job(self._resource_spec, strategy_builder, context=job, launch_argv=launch_argv,
-                        environ=os.environ, verbose=verbose, progress=progress, total_steps=total_steps)
+                        environ=os.environ, trace_dir=trace_dir, logdir=logdir, verbose=verbose, progress=progress,
+                        total_steps=total_steps)
 
     @property
     def resource_spec(self):
@@ -125,6 +129,12 @@ class AutoDist:
         """A distributed version of ``fn`` built on first call (see ``autodist.runtime.function``)."""
         from autodist.runtime.function import DistributedFunction
         return DistributedFunction(self, fn, self._job)
+
+    def log_scalar(self, tag, value, step=None):
+        """Write the scalar ``tag`` (e.g. your loss) to TensorBoard at ``step`` (default: the current
+        session step); nothing without ``logdir``."""
+        if self._job.scalars is not None:
+            self._job.scalars.scalar(tag, value, step)
 
     def finish_job(self, abort=False, timeout=120.0, reason=None):
         """End the job this chief launched: wait up to ``timeout`` s for the other nodes' scripts

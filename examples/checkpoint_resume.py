@@ -3,8 +3,8 @@
     python examples/checkpoint_resume.py
 
 runs three things: ``--phase train`` (40 steps under PS on the two loopback
-nodes, then ``autodist.checkpoint.Saver`` writes a checkpoint; only the chief
-writes), ``--phase resume`` (a new job under AllReduce restores it, the chief
+nodes, then ``autodist.checkpoint.Saver`` writes a checkpoint; each node
+writes it, here the same files), ``--phase resume`` (a new job under AllReduce restores it, the chief
 reading the file and broadcasting the values, and trains 40 more steps, saving
 again), and a plain single-device TensorFlow run of all 80 steps. The model is
 an MLP of Keras layers on scikit-learn's digits with tf.compat.v1's Momentum
@@ -77,6 +77,7 @@ def distributed(args, restore):
             rows = batch_rows(s, len(images))
             rows = slice(rows.start + mine.start, rows.start + mine.stop)
             losses, _ = session.run([per_example, train], {x: images[rows], y: labels[rows]})
+            ad.log_scalar("loss", losses.mean())
             if (s + 1) % args.log_every == 0:
                 say(ad, "{} step {:3d}  loss {:.4f}".format(args.strategy, s + 1, losses.mean()))
         path = saver.save(session, os.path.join(args.checkpoint_dir, "model"), global_step=int(session.run(step)))

@@ -24,9 +24,17 @@ def parser(description, strategy, steps, log_every=10):
     args.add_argument("--strategy", default=strategy, help="strategy builder name (default: %(default)s)")
     args.add_argument("--steps", type=int, default=steps, help="training steps (default: %(default)s)")
     args.add_argument("--log-every", type=int, default=log_every, help="print progress every N steps")
+    args.add_argument("--trace-dir", default=None,
+                      help="trace a few steps on every node into DIR/timeline.json (see docs/observability.md)")
+    args.add_argument("--logdir", default=None, help="write TensorBoard scalars per node into DIR")
     args.add_argument("-v", "--verbose", action="store_true",
                       help="show everything every node prints, TensorFlow's start-up messages included")
     return args
+
+
+def views(args):
+    """AutoDist's options for the views the command line asked for (``--trace-dir``, ``--logdir``)."""
+    return {"trace_dir": args.trace_dir, "logdir": args.logdir}
 
 
 def quiet_start(args):
@@ -36,9 +44,11 @@ def quiet_start(args):
 
 
 def autodist(args):
-    """AutoDist on ``--spec`` under ``--strategy``, with a progress line whose ETA counts ``--steps``."""
+    """AutoDist on ``--spec`` under ``--strategy`` with the views asked for, and a progress line whose ETA
+    counts ``--steps``."""
     from autodist import AutoDist
-    return AutoDist(args.spec, strategy(args.strategy), verbose=args.verbose, progress=True, total_steps=args.steps)
+    return AutoDist(args.spec, strategy(args.strategy), verbose=args.verbose, progress=True, total_steps=args.steps,
+                    **views(args))
 
 
 def strategy(name):

@@ -74,6 +74,7 @@ def main():
         start = (step - 1) * BATCH % (len(order) - BATCH + 1)
         batch = order[start:start + BATCH][rows]
         losses = train_step(x_train[batch], y_train[batch])
+        ad.log_scalar("loss", losses.mean())
         if step % args.log_every == 0 or step == 1:
             say(ad, "step {:4d}  loss {:.4f}".format(step, losses.mean()))
     accuracy = float(np.mean(evaluate(x_test) == y_test))

@@ -49,6 +49,7 @@ def main():
             batch = slice(start + rows.start, start + rows.stop)
             per_example, _ = session.run([errors, train], {x: x_all[batch], y: y_all[batch]})
             log.add(step, per_example.mean())
+            ad.log_scalar("loss", per_example.mean())
             if step % args.log_every == 0 or step == 1:
                 say(ad, "step {:4d}  loss {:.4f}".format(step, per_example.mean()))
         weights, bias = session.run([w, b])

@@ -73,6 +73,7 @@ def main():
             start = (step - 1) * BATCH % (len(order) - BATCH + 1)
             batch = order[start:start + BATCH][rows]
             losses, _ = session.run([per_example, train], {x: inputs[batch], y: targets[batch]})
+            ad.log_scalar("loss", losses.mean())
             if step % args.log_every == 0 or step == 1:
                 say(ad, "step {:4d}  loss {:.4f}  perplexity {:.2f}".format(step, losses.mean(),
                                                                            np.exp(losses.mean())))

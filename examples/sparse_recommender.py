@@ -72,7 +72,9 @@ def main():
             batch = slice(start + rows.start, start + rows.stop)
             session.run(train_op, {user: u[batch], item: i[batch], rating: r[batch]})
             if step % args.log_every == 0:
-                say(ad, "step {:4d}  held-out RMSE {:.4f}".format(step, rmse(slice(0, held_out))))
+                error = rmse(slice(0, held_out))
+                ad.log_scalar("held_out_rmse", error)
+                say(ad, "step {:4d}  held-out RMSE {:.4f}".format(step, error))
         say(ad, "final held-out RMSE {:.4f} (noise floor 0.25)".format(rmse(slice(0, held_out))))
 
 

@@ -35,6 +35,7 @@ _IMPORT_PROBE = textwrap.dedent("""
     home = os.path.expanduser("~/.autodist")
     existed = os.path.exists(home)
     import autodist, autodist.resource_spec, autodist.spec, autodist.cli, autodist.strategies
+    import autodist.strategy, autodist.strategy.base, autodist.autodist
     print(json.dumps({
         "tensorflow_imported": "tensorflow" in sys.modules,
         "env_changed": dict(os.environ) != before_env,
@@ -112,6 +113,9 @@ def test_default_strategy_is_ps_load_balancing():
 @pytest.mark.parametrize("public, home", [
     ("autodist.graph_item", "autodist.capture.graph_item"),
     ("autodist.resource_spec", "autodist.spec.resource_spec"),
+    ("autodist.strategy", "autodist.strategies"),                  # AutoDist 0.7's import paths
+    ("autodist.strategy.base", "autodist.strategies.base"),
+    ("autodist.checkpoint.saved_model_builder", "autodist.checkpoint.saved_model"),
 ])
 def test_public_paths_of_moved_modules_name_the_same_objects(public, home):
     import importlib

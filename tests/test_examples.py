@@ -44,6 +44,20 @@ def test_linear_regression_learns_the_weights_and_writes_its_loss_curve(tmp_path
     assert (tmp_path / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_linear_regression_traces_both_nodes_and_writes_tensorboard_scalars(tmp_path):
+    import json
+    output = _run("linear_regression.py", "--steps", "40", "--trace-dir", str(tmp_path / "trace"),
+                  "--logdir", str(tmp_path / "tb"))
+    trace = json.loads((tmp_path / "trace" / "timeline.json").read_text())
+    ops = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["cat"] != "step"]
+    assert {e["pid"] for e in ops} == {0, 1}
+    assert {e["pid"] for e in ops if e["cat"].startswith("communication,")} == {0, 1}
+    summary = json.loads((tmp_path / "trace" / "timeline_summary.json").read_text())
+    assert sorted((r["node"], r["step"]) for r in summary) == [(n, s) for n in (0, 1) for s in (5, 10, 15)]
+    assert "compute ms" in output and str(tmp_path / "trace" / "timeline.json") in output
+    assert sorted(p.name for p in (tmp_path / "tb").iterdir()) == ["node-0", "node-1"]
+
+
 def test_digits_cnn_learns_on_two_nodes():
     output = _run("digits_cnn.py", "--steps", "60")
     accuracies = _values(r"test accuracy ([\d.]+)", output)

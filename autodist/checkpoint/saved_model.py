@@ -5,6 +5,9 @@
         "serving_default": tf.compat.v1.saved_model.predict_signature_def({"x": x}, {"y": y})})
     builder.save()                          # the chief writes; other nodes do nothing
 
+``saver=`` (AutoDist's guide passes its Saver) is accepted when it saves every
+global variable under its own name, which is what the export holds.
+
 The export is what ``tf.compat.v1.saved_model.Builder`` writes for the user's
 single-device graph: the graph is re-imported into a plain graph (names
 unchanged, devices cleared; ``original.plain_copy``), its variables take the
@@ -22,6 +25,7 @@ from tensorflow.python.util import compat
 from autodist.checkpoint import binding
 from autodist.checkpoint.layout import specs_of, variables_of
 from autodist.checkpoint.original import assign_values, plain_copy
+from autodist.checkpoint.saver import Saver
 from autodist.errors import CheckpointError
 
 __all__ = ["SavedModelBuilder"]
@@ -34,6 +38,27 @@ def _in_copy(copy, element):
     return copy.as_graph_element(element if isinstance(element, str) else element.name)
 
 
+def _check_saver(saver, graph):
+    """Accept ``saver`` (AutoDist's guide passes one) if it saves what the export saves.
+
+    The export holds every global variable under its op name, as a default
+    ``autodist.checkpoint.Saver`` does; a Saver of a subset or with other names
+    would describe another SavedModel, so it is refused with the difference.
+    """
+    if saver is None or graph is None:
+        return
+    if not isinstance(saver, Saver):
+        raise CheckpointError("saver= must be an autodist.checkpoint.Saver (got {}); the export saves every "
+                              "global variable, so you can also leave it out".format(type(saver).__name__))
+    exported = {key: spec.op_name for key, spec in specs_of(variables_of(None, graph)).items()}
+    given = {key: spec.op_name for key, spec in saver.specs.items()}
+    if given != exported:
+        missing, extra = sorted(set(exported) - set(given)), sorted(set(given) - set(exported))
+        raise CheckpointError("the saver passed to SavedModelBuilder does not save every global variable under "
+                              "its own name (missing: {}; other keys: {}); pass a Saver() without var_list, or "
+                              "none".format(missing or "none", extra or "none"))
+
+
 class SavedModelBuilder:
     """``tf.compat.v1.saved_model.Builder`` for distributed (and plain) sessions of the user's graph."""
 
@@ -41,6 +66,7 @@ class SavedModelBuilder:
         self._export_dir = export_dir
         self._builder = None
         self._copy = None
+        self._graph = None      # the user's graph, once add_meta_graph_and_variables saw it
         self._writes = True
 
     def add_meta_graph_and_variables(self, sess, tags, signature_def_map=None, assets_collection=None,
@@ -50,18 +76,19 @@ class SavedModelBuilder:
 
         Arguments are those of ``tf.compat.v1.saved_model.Builder``; ops
         (``main_op``, ``legacy_init_op``) are ops of the user's graph. Devices
-        are always cleared, and every global variable is saved (no ``saver``).
+        are always cleared, and every global variable is saved. ``saver``, which
+        AutoDist's guide passes, may be an ``autodist.checkpoint.Saver`` that
+        saves exactly those variables under their own names (the default Saver).
         """
         if self._builder is not None or not self._writes:
             raise CheckpointError("add_meta_graph_and_variables() was already called on this builder; add "
                                   "further meta graphs with add_meta_graph()")
-        if saver is not None:
-            raise CheckpointError("SavedModelBuilder saves every global variable; do not pass saver=")
+        _check_saver(saver, sess.graph)
         distributed = binding.is_distributed(sess)
         if distributed and not sess.transform_result.assignment.node.is_chief:
             self._writes = False
             return
-        graph = sess.graph
+        graph = self._graph = sess.graph
         variables = variables_of(None, graph)
         specs = specs_of(variables)
         values = binding.read_state(sess, specs) if distributed else sess.run(dict(variables))
@@ -82,8 +109,7 @@ class SavedModelBuilder:
             return
         if self._builder is None:
             raise CheckpointError("call add_meta_graph_and_variables() before add_meta_graph()")
-        if saver is not None:
-            raise CheckpointError("SavedModelBuilder saves every global variable; do not pass saver=")
+        _check_saver(saver, self._graph)
         with self._copy.as_default():
             self._builder.add_meta_graph(tags, signature_def_map=signature_def_map,
                                          assets_collection=assets_collection,

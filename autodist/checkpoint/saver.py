@@ -3,7 +3,7 @@
     saver = autodist.checkpoint.Saver()          # inside the scope, after the model
     sess = ad.create_distributed_session()
     ...
-    path = saver.save(sess, "ckpt/model", global_step=step)    # only the chief writes
+    path = saver.save(sess, "ckpt/model", global_step=step)    # every node that calls it writes
     saver.restore(sess, path)                                  # every node calls it
 
 A checkpoint holds the *original single-device layout*: each variable of the
@@ -12,11 +12,21 @@ shape, optimizer slots included, partitioned variables whole. So a plain
 ``tf.compat.v1.train.Saver`` restores it into the single-device graph, and a
 distributed session under any strategy restores it (``layout``).
 
-Save: the chief reads every variable where it lives (``graph_ops.build_reads``)
-and writes one ``SaveV2`` file set from its own CPU; the other nodes write
-nothing and return the same path. Bookkeeping (``checkpoint`` state file,
-``max_to_keep``, ``keep_checkpoint_every_n_hours``) is TensorFlow's own Saver
-working through a ``SaverDef`` whose names this module gives its ops.
+Save: as in AutoDist, every node that calls ``save`` writes the checkpoint to
+its own disk: it reads every variable where it lives (``graph_ops.build_reads``:
+its own replica's copy of a mirrored variable, a parameter server's variable
+on that server) and writes one ``SaveV2`` file set from its own CPU. So a node
+without a shared filesystem finds the checkpoint locally, and a plain
+``tf.compat.v1.train.Saver`` restores it there. In synchronous training the
+nodes write the same values. On a shared filesystem they write the same
+files; TensorFlow writes each file (data, index, ``checkpoint`` state, meta
+graph) to a temporary name and renames it, so no file is ever torn. With
+asynchronous updates (``staleness``), the values can differ between nodes, so
+give each node its own path (``ad.worker_index``) or let only the chief write.
+``Saver(chief_only=True)`` does the latter: the other nodes write nothing and
+return the same path. Bookkeeping (``checkpoint`` state file, ``max_to_keep``,
+``keep_checkpoint_every_n_hours``) is TensorFlow's own Saver, on each writing
+node, working through a ``SaverDef`` whose names this module gives its ops.
 
 Restore: only the chief reads the file; the values reach the other nodes'
 replicas by broadcast (``graph_ops.build_restore``), so the checkpoint only has
@@ -57,15 +67,16 @@ class Saver:
     """Saves and restores the user's variables in their single-device layout (see the module docstring).
 
     Arguments are those of ``tf.compat.v1.train.Saver``. ``sharded`` and
-    ``restore_sequentially`` are accepted and have no effect (the chief writes
+    ``restore_sequentially`` are accepted and have no effect (a node writes
     one file set); ``reshape``, ``saver_def``, ``builder`` and V1 checkpoints
-    are not supported.
+    are not supported. ``chief_only`` (autodist's own): only the chief writes
+    when ``save`` is called; by default every node that calls it writes.
     """
 
     def __init__(self, var_list=None, reshape=False, sharded=False, max_to_keep=5,
                  keep_checkpoint_every_n_hours=10000.0, name=None, restore_sequentially=False, saver_def=None,
                  builder=None, defer_build=False, allow_empty=False, write_version=saver_pb2.SaverDef.V2,
-                 pad_step_number=False, save_relative_paths=False, filename=None):
+                 pad_step_number=False, save_relative_paths=False, filename=None, *, chief_only=False):
         for flag, value in (("reshape", reshape), ("saver_def", saver_def), ("builder", builder)):
             if value:
                 raise CheckpointError("autodist.checkpoint.Saver does not support {}=".format(flag))
@@ -76,6 +87,7 @@ class Saver:
         self._graph = tf.compat.v1.get_default_graph()
         self._var_list = var_list
         self._allow_empty = allow_empty
+        self._chief_only = bool(chief_only)
         if var_list is not None:
             self._variables()
         self._slot = _next_slot(self._graph)
@@ -133,12 +145,14 @@ class Saver:
             with tf.device(binding.host_device(assignment)):
                 filename = tf.compat.v1.placeholder_with_default("model", [], name="filename")
             sources = None
-            if assignment.node.is_chief:
+            if self._writes(assignment):
                 values = build_reads(graph, assignment, entries, binding.host_device(assignment))
                 with tf.device(binding.host_device(assignment)):
                     saved = io_ops.save_v2(filename, keys, [""] * len(keys), [values[k] for k in keys])
                     with tf.control_dependencies([saved]):
                         tf.identity(filename, name="save")
+            if assignment.node.is_chief:
+                with tf.device(binding.host_device(assignment)):
                     restored = io_ops.restore_v2(filename, keys, [""] * len(keys),
                                                  [e.spec.dtype for e in entries])
                 sources = dict(zip(keys, restored))
@@ -147,6 +161,10 @@ class Saver:
             raise CheckpointError("the distributed graph already has ops under '{}'".format(self._scope))
         ops = cache[("saver", self._slot)] = (filename, restore, specs)
         return ops
+
+    def _writes(self, assignment):
+        """Whether this node writes when ``save`` is called: every node, or the chief alone (chief_only)."""
+        return assignment.node.is_chief or not self._chief_only
 
     def _plain_saver(self, session):
         """A tf1 Saver for a plain session of the user's graph (no distribution)."""
@@ -160,14 +178,14 @@ class Saver:
     # -- the tf.compat.v1.train.Saver interface ------------------------------------------
     def save(self, sess, save_path, global_step=None, latest_filename=None, meta_graph_suffix="meta",
              write_meta_graph=True, write_state=True, strip_default_attrs=False, save_debug_info=False):
-        """Write a checkpoint (the chief only); returns its path prefix on every node."""
+        """Write a checkpoint on this node (with ``chief_only``, on the chief only); returns its path prefix."""
         if not binding.is_distributed(sess):
             return self._plain_saver(sess).save(sess, save_path, global_step, latest_filename, meta_graph_suffix,
                                                 write_meta_graph, write_state, strip_default_attrs, save_debug_info)
         step = _step(sess, global_step)
         if not self._variables():
             return None                       # an empty Saver (allow_empty=True) saves nothing, as in TensorFlow
-        if not sess.transform_result.assignment.node.is_chief:
+        if not self._writes(sess.transform_result.assignment):
             return _checkpoint_path(save_path, step, self._options["pad_step_number"])
         self._bind(sess)
         with sess.distributed_graph.as_default():
@@ -193,7 +211,7 @@ class Saver:
 
     @property
     def last_checkpoints(self):
-        """The checkpoints this Saver keeps, oldest first (empty on nodes other than the chief)."""
+        """The checkpoints this Saver keeps, oldest first (empty on a node that has not written)."""
         return self._inner.last_checkpoints if self._inner is not None else []
 
     def set_last_checkpoints_with_time(self, last_checkpoints_with_time):

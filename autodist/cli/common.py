@@ -40,7 +40,11 @@ def command_group(subparsers, name, help):
 
 
 def report_error(exc, stream=None):
-    """Print ``autodist: error: <message>`` for a user error, on one line."""
+    """Print ``autodist: error: <message>`` for a user error, on one line (a line per problem of a spec file)."""
+    for problem in getattr(exc, "problems", ()):   # a ResourceSpecError listing every problem of its file
+        print("autodist: error: " + str(problem), file=stream or sys.stderr)
+    if getattr(exc, "problems", None):
+        return
     if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
         message = "cannot read {}: {}".format(exc.filename, exc.strerror)
     else:

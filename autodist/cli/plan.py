@@ -2,6 +2,7 @@
 
     autodist plan -r SPEC -s BUILDER [--arg key=value ...] [--format table|json] GRAPH_ITEM_FILE
     autodist plan [-r SPEC] [-s BUILDER] [--arg ...] SCRIPT.py [script args ...]
+    ... [--png FILE] [--dot FILE] [--dump-graphs DIR]     pictures and graphs (``autodist.cli.plan_views``)
 
 A GraphItem file (written by ``GraphItem.serialize``) is planned directly; it
 needs ``-r``, and ``-s`` defaults to PSLoadBalancing, AutoDist's default. A
@@ -17,7 +18,9 @@ import ast
 import inspect
 import json
 import os
+import sys
 
+from autodist.cli import plan_views
 from autodist.errors import CaptureError, StrategyError
 
 __all__ = ["register", "make_builder", "parse_builder_args", "builder_from_args", "require_file"]
@@ -40,6 +43,7 @@ def _add_options(parser, default=None):
     parser.add_argument("--format", choices=("table", "json"),
                         default="table" if default is None else default,
                         help="output format (default: table)")
+    plan_views.add_options(parser, default)
 
 
 def register(subparsers):
@@ -125,7 +129,9 @@ def _plan(args):
         graph_item, spec, builder = _from_script(args.target, args.script_args, spec, builder)
     else:
         graph_item, builder = _from_graph_item_file(args, spec, builder)
-    print(_render(graph_item, spec, builder, args.format))
+    strategy, report = _plan_report(graph_item, spec, builder)
+    print(_render(report, args.format))
+    plan_views.write_views(args, graph_item, spec, strategy, report, sys.stderr)
     return 0
 
 
@@ -155,11 +161,16 @@ def _from_script(script, script_args, spec, builder):
             builder or autodist.strategy_builder)
 
 
-def _render(graph_item, spec, builder, output_format):
+def _plan_report(graph_item, spec, builder):
+    """The builder's strategy and its PlanReport."""
     from autodist.strategies.inputs import builder_variables
-    from autodist.strategies.report import format_table, plan_report
+    from autodist.strategies.report import plan_report
     strategy = builder.build(graph_item, spec)
-    report = plan_report(strategy, builder_variables(graph_item), spec, repr(builder))
+    return strategy, plan_report(strategy, builder_variables(graph_item), spec, repr(builder))
+
+
+def _render(report, output_format):
+    from autodist.strategies.report import format_table
     if output_format == "json":
         return json.dumps(report.to_dict(), indent=2)
     return format_table(report)

@@ -1,7 +1,7 @@
 """``autodist run``: train an unmodified tf.compat.v1 script on every node of a resource spec.
 
-    autodist run -r SPEC [-s BUILDER] [--arg key=value ...] [--verbose] [--steps N] [--no-progress]
-                 SCRIPT [script args ...]
+    autodist run -r SPEC [-s BUILDER] [--arg key=value ...] [--trace-dir DIR] [--logdir DIR]
+                 [--verbose] [--steps N] [--no-progress] SCRIPT [args ...]
 
 The script runs in this process (the chief) with its sessions distributed
 (``autodist.runtime.autorun``); the other nodes run ``python -m autodist run`` with
@@ -10,6 +10,8 @@ join the job. Builder names and ``--arg`` values are those of
 ``autodist plan``. The exit status is the script's; 1 when another node of
 the job failed (the error names the host, its exit code and its last log
 lines); 130 after Ctrl-C, once every process of the job is stopped.
+``--trace-dir`` and ``--logdir`` are AutoDist's ``trace_dir`` and ``logdir``
+(the timeline and TensorBoard scalars, ``docs/observability.md``).
 
 The console shows what the script prints on every node (the other nodes'
 lines prefixed ``[address]``) and a progress line on the chief (``--steps``:
@@ -41,6 +43,8 @@ def register(subparsers):
                         help="strategy builder (default: PSLoadBalancing); see `autodist plan --help`")
     parser.add_argument("--arg", dest="builder_args", action="append", default=[], metavar="KEY=VALUE",
                         help="builder constructor argument (repeatable)")
+    parser.add_argument("--trace-dir", metavar="DIR", help="trace a few steps on every node into DIR/timeline.json")
+    parser.add_argument("--logdir", metavar="DIR", help="write TensorBoard scalars per node into DIR")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="show everything every node prints, TensorFlow's start-up messages included")
     parser.add_argument("--steps", type=int, metavar="N",
@@ -53,13 +57,16 @@ def register(subparsers):
     parser.set_defaults(handler=_run)
 
 
-def worker_argv(spec, strategy, builder_args, script, script_args, verbose=False):
+def worker_argv(spec, strategy, builder_args, script, script_args, trace_dir=None, logdir=None, verbose=False):
     """What the other nodes run after ``python``: this command, with absolute paths."""
     argv = ["-m", "autodist", "run", "-r", spec] + (["--verbose"] if verbose else [])
     if strategy:
         argv += ["-s", strategy]
     for item in builder_args:
         argv += ["--arg", item]
+    for flag, value in (("--trace-dir", trace_dir), ("--logdir", logdir)):
+        if value:
+            argv += [flag, value]
     return argv + [script] + list(script_args)
 
 
@@ -71,9 +78,11 @@ def _run(args):
     builder = builder_from_args(args)
     spec, script = os.path.abspath(args.resource_spec), os.path.abspath(args.script)
     require_file(args.script)
+    trace_dir, logdir = (os.path.abspath(d) if d else None for d in (args.trace_dir, args.logdir))
     ad = AutoDist(spec, builder, launch_argv=worker_argv(spec, args.strategy, args.builder_args, script,
-                                                         args.script_args, args.verbose),
-                  verbose=args.verbose, progress=args.progress, total_steps=args.steps)
+                                                         args.script_args, trace_dir, logdir, args.verbose),
+                  trace_dir=trace_dir, logdir=logdir, verbose=args.verbose, progress=args.progress,
+                  total_steps=args.steps)
     try:
         try:
             status = run_script(ad, script, args.script_args)

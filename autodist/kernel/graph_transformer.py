@@ -39,11 +39,13 @@ def _name_of(p):
     return getattr(p, "name", getattr(p, "__name__", type(p).__name__))
 
 
-def run_passes(item, passes: List[Callable], done=()):
+def run_passes(item, passes: List[Callable], done=(), observe=None):
     """Apply ``passes`` in order; a failure names the pass and those before it.
 
     Returns a PassResult whose details are {pass name: its details}, in the
     order the passes ran. A pass may also return a bare GraphItem (no details).
+    ``observe(name, item)``, if given, sees the item each pass returned
+    (``autodist plan --dump-graphs`` writes them for TensorBoard).
     """
     done = list(done)
     details = {}
@@ -65,19 +67,22 @@ def run_passes(item, passes: List[Callable], done=()):
         item = result.item
         details[name] = result.details
         done.append(name)
+        if observe is not None:
+            observe(name, item)
     return PassResult(item, details)
 
 
 class GraphTransformer:
     """Transform a captured GraphItem for one node of a job, under a compiled strategy."""
 
-    def __init__(self, strategy, node: NodeContext):
+    def __init__(self, strategy, node: NodeContext, observe=None):
         self.strategy = strategy
         self.node = node
+        self.observe = observe   # run_passes' observer, or None
 
     def transform(self, item):
         entries = read_entries(self.strategy)
-        partitioned = run_passes(item, [Partitioner(entries)])
+        partitioned = run_passes(item, [Partitioner(entries)], observe=self.observe)
         done = list(partitioned.details)
         try:
             assignment = assign(analyze(partitioned.item), entries, self.node)
@@ -86,6 +91,6 @@ class GraphTransformer:
                                  passes_done=done) from e
         passes = [Replicator(assignment), SyncInGraph(assignment), SyncBetweenGraph(assignment),
                   Finalizer(assignment)]
-        result = run_passes(partitioned.item, passes, done)
+        result = run_passes(partitioned.item, passes, done, observe=self.observe)
         return TransformResult(original=item, partitioned=partitioned.item, item=result.item, assignment=assignment,
                                partitions=partitioned.details[Partitioner.name])

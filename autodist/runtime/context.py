@@ -18,7 +18,7 @@ from typing import Dict, Optional
 from autodist.spec.rules import task_order
 from autodist.errors import LaunchError
 
-__all__ = ["JobContext", "ENV_VAR"]
+__all__ = ["JobContext", "ENV_VAR", "launched_member"]
 
 ENV_VAR = "AUTODIST_JOB"
 
@@ -89,3 +89,15 @@ class JobContext:
             raise LaunchError("{}: node '{}' or chief '{}' is not among the job's servers {}".format(
                 ENV_VAR, context.address, context.chief, sorted(context.servers)))
         return context
+
+
+def launched_member(environ):
+    """Whether ``environ`` is that of a process an autodist chief launched on another node.
+
+    Such a process runs the user's script as a member of the chief's job
+    (``AUTODIST_JOB`` is set and names a node other than the chief); every other
+    process is, or would become, a chief. This is AutoDist's
+    ``IS_AUTODIST_WORKER`` (``autodist.autodist``).
+    """
+    context = JobContext.from_env(environ)
+    return context is not None and not context.is_chief

@@ -161,7 +161,7 @@ class Coordinator:
         """
         from autodist.runner import job_workdir
         try:
-            self._runners = {n.address: self._runner_factory(n, self.spec, self._sink) for n in self.spec.nodes}
+            self._runners = {n.address: self._runner_factory(n, self.spec, self._sink) for n in self.spec.node_specs}
             self._preflight()
             servers = self._pick_ports()
             self._workdir = job_workdir(self._base, self.job_id)
@@ -215,13 +215,13 @@ class Coordinator:
             runner.copy(strategy_path, posixpath.join(self._workdir, STRATEGY_FILE))
 
     def _serve_chief(self):
-        chief = {n.address: n for n in self.spec.nodes}[self.spec.chief]
+        chief = {n.address: n for n in self.spec.node_specs}[self.spec.chief]
         start_in_process(self.context.cluster_spec(), self.context.task_index, cpu_count_of(chief),
                          self.context.chief_task)
 
     def _start_servers(self):
         cluster = json.dumps(self.context.cluster_spec())
-        for node in self.spec.nodes:
+        for node in self.spec.node_specs:
             if node.address == self.spec.chief:
                 continue
             runner = self._runners[node.address]
@@ -242,7 +242,7 @@ class Coordinator:
                 time.sleep(0.1)
 
     def _start_workers(self, argv, cwd):
-        for node in self.spec.nodes:
+        for node in self.spec.node_specs:
             if node.address == self.spec.chief:
                 continue
             runner = self._runners[node.address]

@@ -41,6 +41,8 @@ from the old one (the chief's values, broadcast to every replica). Each node mus
 the same calls in the same order, which running the same script gives.
 """
 import functools
+import re
+import types
 import weakref
 
 import numpy as np
@@ -72,6 +74,40 @@ def _leaf_signature(leaf):
                         "nests of them); got {!r}".format(type(leaf).__name__))
 
 
+def callable_name(fn):
+    """The name a callable is known by in messages: ``__name__``, else its type's (a partial, an object)."""
+    return getattr(fn, "__name__", None) or type(fn).__name__
+
+
+def scope_name(name):
+    """``name`` as a valid root name scope: ``<lambda>`` -> ``lambda``, ``_step`` -> ``step``.
+
+    TensorFlow refuses root scopes that start with ``_`` or contain ``<``;
+    any Python callable may be an ``ad.function``, so its name is cleaned.
+    """
+    cleaned = re.sub(r"[^A-Za-z0-9_.\-]", "", name).lstrip("_-")
+    return cleaned or "function"
+
+
+class _Instance:
+    """The object a method is bound to, as part of a cache key: equal only to itself (``is``).
+
+    Instances may define ``__eq__`` or be unhashable; two instances of one
+    class are distinct (each has its own variables), so identity is the key.
+    """
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __eq__(self, other):
+        return isinstance(other, _Instance) and other.obj is self.obj
+
+    def __hash__(self):
+        return id(self.obj)
+
+
 def signature(args, kwargs):
     """The cache key of a call (without the function): structure and per-leaf signatures."""
     structure = tf.nest.map_structure(lambda _: 0, (args, kwargs))
@@ -83,14 +119,14 @@ class _Trace:
     """One traced signature: its placeholders, its outputs and the ops each call runs."""
 
     def __init__(self, ad, fn, args, kwargs):
-        self.name = getattr(fn, "__name__", "function")
+        self.name = callable_name(fn)
         graph = ad.graph_item.graph if ad.graph_item is not None else tf.Graph()
         with graph.as_default(), ad.scope():
             item = ad.graph_item
             first_id = graph.version + 1
             trained = set(item.train_op_names)
             records = {r.target: r for r in item.grad_records}
-            with tf.name_scope(self.name):
+            with tf.name_scope(scope_name(self.name)):
                 call_args, call_kwargs, self.feeds = self._placeholders(args, kwargs)
             self.structure = fn(*call_args, **call_kwargs)
             self.leaves, self.fetches = self._fetchable(self.structure)
@@ -197,18 +233,34 @@ class DistributedFunction:
     when a trace grew the graph.
     """
 
-    def __init__(self, autodist, fn, job):
+    def __init__(self, autodist, fn, job, _key=None):
+        binding = type(fn) if isinstance(fn, (staticmethod, classmethod)) else None
+        fn = fn.__func__ if binding is not None else fn
         if not callable(fn):
             raise FunctionError("AutoDist.function expects a callable, got {!r}".format(type(fn).__name__))
+        functools.update_wrapper(self, fn)
         self._autodist = autodist
         self._job = job
         self._fn = fn
-        functools.update_wrapper(self, fn)
+        self._binding = binding
+        self._key = fn if _key is None else _key   # traces are cached under (key, signature)
+
+    def __get__(self, instance, owner=None):
+        """Bind like the function it decorates: ``model.train_fn(batch)`` passes ``model`` as ``self``.
+
+        Each instance has its own traces (its own variables); ``@staticmethod``
+        is not bound and ``@classmethod`` is bound to the class.
+        """
+        target = owner if self._binding is classmethod else instance
+        if target is None or self._binding is staticmethod or self._key is not self._fn:
+            return self
+        return DistributedFunction(self._autodist, types.MethodType(self._fn, target), self._job,
+                                   _key=(self._fn, _Instance(target)))
 
     def trace(self, *args, **kwargs):
         """Build the trace for these arguments now, if this signature is new, without running it."""
         traces = _traces.setdefault(self._autodist, {})
-        key = (self._fn, signature(args, kwargs))
+        key = (self._key, signature(args, kwargs))
         trace = traces.get(key)
         if trace is None:
             trace = traces[key] = _Trace(self._autodist, self._fn, args, kwargs)
@@ -216,8 +268,8 @@ class DistributedFunction:
 
     @property
     def traces(self):
-        """Number of signatures traced for this function."""
-        return sum(1 for fn, _ in _traces.get(self._autodist, {}) if fn == self._fn)
+        """Number of signatures traced for this function (for a bound method: for its instance)."""
+        return sum(1 for key, _ in _traces.get(self._autodist, {}) if key == self._key)
 
     def __call__(self, *args, **kwargs):
         return self.trace(*args, **kwargs).run(self._autodist, self._job, args, kwargs)

@@ -66,7 +66,7 @@ def _single_node_job(resource_spec, job_id):
     address = resource_spec.chief
     servers = {address: "localhost:{}".format(free_port())}
     context = JobContext(job_id=job_id, address=address, servers=servers, chief=address, strategy_path="")
-    start_in_process(context.cluster_spec(), 0, cpu_count_of(resource_spec.nodes[0]), 0)
+    start_in_process(context.cluster_spec(), 0, cpu_count_of(resource_spec.node_specs[0]), 0)
     return context
 
 
@@ -78,16 +78,21 @@ class Job:
     launched by an autodist chief finds its context in ``environ``
     (``AUTODIST_JOB``), and any other process is the chief of a new job.
     ``launch_argv`` is what the other nodes run after ``python`` (default:
-    this script and its arguments). ``verbose``: the console shows every line
-    the other nodes print, TensorFlow's chatter included
-    (``autodist.runner.console``). ``progress``: the chief shows a progress
-    line once its session is open (``autodist.runtime.progress``), with an ETA
-    when ``total_steps`` (session calls) is given.
+    this script and its arguments). ``trace_dir`` turns on the merged
+    timeline (``autodist.runtime.timeline``), ``logdir`` TensorBoard scalars
+    (``autodist.runtime.summaries``); every node gets the same values (its script's arguments).
+    ``verbose``: the console shows every line the other nodes print,
+    TensorFlow's chatter included (``autodist.runner.console``). ``progress``:
+    the chief shows a progress line once its session is open
+    (``autodist.runtime.progress``), with an ETA when ``total_steps``
+    (session calls) is given.
     """
 
     def __init__(self, resource_spec, strategy_builder=None, *, context=None, launch_argv=None, environ=None,
-                 verbose=False, progress=False, total_steps=None):
+                 trace_dir=None, logdir=None, verbose=False, progress=False, total_steps=None):
         self._spec = resource_spec
+        self._trace_dir, self._logdir = trace_dir, logdir   # the views (``_views``); None: off
+        self._tracer = self._scalars = None
         self._verbose = verbose
         self._progress_wanted = (progress, total_steps)
         self._progress = None
@@ -103,7 +108,7 @@ class Job:
         self._generation = 0
         self._monitor = StepMonitor()   # this node's session calls, reported to the chief by launched nodes
         self._reporter = None
-        if self._context is not None and self._context.address not in {n.address for n in resource_spec.nodes}:
+        if self._context is not None and self._context.address not in {n.address for n in resource_spec.node_specs}:
             raise LaunchError("this process belongs to node {} of job {}, which is not in {}".format(
                 self._context.address, self._context.job_id, resource_spec.path))
 
@@ -133,7 +138,7 @@ class Job:
 
     @property
     def num_workers(self):
-        return len(self._spec.nodes)
+        return len(self._spec.node_specs)
 
     # -- start / join ------------------------------------------------------------------
     def open(self, graph_item):
@@ -161,10 +166,11 @@ class Job:
         from autodist.runner import new_job_id
         job_id = new_job_id()
         strategy = build_strategy(item, self._spec, self.strategy_builder)
-        if len(self._spec.nodes) == 1:
+        if len(self._spec.node_specs) == 1:
             context = _single_node_job(self._spec, job_id)
             self._session_args = (context, None, None)
-            return open_node_session(item, strategy, context, self._spec, monitor=self._monitor)
+            return open_node_session(item, strategy, context, self._spec, monitor=self._monitor,
+                                     **self._views(context, strategy, item))
         return self._launch(item, strategy, job_id)
 
     def _launch(self, item, strategy, job_id):
@@ -178,7 +184,8 @@ class Job:
         os.rmdir(staging)
         self._session_args = (context, coordinator.failure, coordinator.abort)
         return open_node_session(item, strategy, context, self._spec, failure=coordinator.failure,
-                                 on_interrupt=coordinator.abort, monitor=self._monitor)
+                                 on_interrupt=coordinator.abort, monitor=self._monitor,
+                                 **self._views(context, strategy, item))
 
     def _join(self, item):
         context = self._context
@@ -191,7 +198,8 @@ class Job:
         self._session_args = (context, failure, None)
         if self._launched_by_chief and self._reporter is None:
             self._reporter = ReportWriter(self._monitor).start()
-        return open_node_session(item, strategy, context, self._spec, failure=failure, monitor=self._monitor)
+        return open_node_session(item, strategy, context, self._spec, failure=failure, monitor=self._monitor,
+                                 **self._views(context, strategy, item))
 
     def _chief_gone(self):
         if os.getppid() != self._parent:
@@ -220,8 +228,31 @@ class Job:
         generation = dataclasses.replace(context, job_id="{}-g{}-{}".format(
             context.job_id, self._generation, strategy.id[:8]), collective_key_base=0)
         self._session = open_node_session(graph_item, strategy, generation, self._spec, failure=failure,
-                                          on_interrupt=on_interrupt, monitor=self._monitor)
+                                          on_interrupt=on_interrupt, monitor=self._monitor,
+                                          **self._views(generation, strategy, graph_item))
         return self._session
+
+    # -- views -------------------------------------------------------------------------
+    @property
+    def scalars(self):
+        """This node's ScalarLog (``logdir``), or None."""
+        return self._scalars
+
+    def _views(self, context, strategy, item):
+        """The session's tracer and scalar log: made with the first session, kept by reopened ones."""
+        if self._trace_dir and self._tracer is None:
+            from autodist.runtime.timeline import StepTracer
+            self._tracer = StepTracer(self._trace_dir, context.task_index, context.address, context.num_tasks,
+                                      context.is_chief, target=context.target)
+        if self._logdir and self._scalars is None:
+            from autodist.runtime.summaries import ScalarLog, node_bytes_per_step
+            from autodist.strategies.inputs import builder_variables
+            from autodist.strategies.report import plan_report
+            report = plan_report(strategy, builder_variables(item), self._spec)
+            self._scalars = ScalarLog(self._logdir, context.task_index,
+                                      node_bytes_per_step(report, context.task_index, context.address),
+                                      address=context.address)
+        return {"tracer": self._tracer, "scalars": self._scalars}
 
     # -- finish ------------------------------------------------------------------------
     def finish(self, abort=False, timeout=120.0, reason=None):

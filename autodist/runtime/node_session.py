@@ -33,13 +33,16 @@ def _import(item):
 
 
 def open_node_session(graph_item, strategy, context, resource_spec, failure=None, on_interrupt=None,
-                      init_timeout=600.0, monitor=None):
-    """Transform ``graph_item`` for this node and return an initialized DistributedSession (module docstring)."""
+                      init_timeout=600.0, monitor=None, tracer=None, scalars=None):
+    """Transform ``graph_item`` for this node and return an initialized DistributedSession (module docstring).
+
+    ``monitor``, ``tracer`` and ``scalars`` watch its calls (``DistributedSession``).
+    """
     node = NodeContext(job_id=context.job_id, task_index=context.task_index, num_tasks=context.num_tasks,
                        chief_task=context.chief_task, collective_key_base=context.collective_key_base)
     result = GraphTransformer(strategy, node).transform(graph_item)
     graph = _import(result.item)
-    spec_node = {n.address: n for n in resource_spec.nodes}.get(context.address)
+    spec_node = {n.address: n for n in resource_spec.node_specs}.get(context.address)
     cpus = cpu_count_of(spec_node) if spec_node is not None else 1
     config = node_config(cpus, context.chief_task)
     session = tf.compat.v1.Session(context.target, graph=graph, config=config)
@@ -61,7 +64,7 @@ def open_node_session(graph_item, strategy, context, resource_spec, failure=None
                            "distributed session)".format(context.address, init_timeout)) from e
     mapper = FetchMapper(graph_item.graph, graph, result.assignment, aliases=_aliases(result))
     dist = DistributedSession(session, mapper, graph_item.graph, failure=failure, on_interrupt=on_interrupt,
-                              monitor=monitor)
+                              monitor=monitor, tracer=tracer, scalars=scalars)
     dist.transform_result = result
     return dist
 

@@ -7,6 +7,9 @@
              with an unknown dimension is concatenated in replica order along it;
              other tensors come from replica 0; variables give their synchronized
              value; ops kept once (parameter-server variables) are fetched as they are
+    composites  an IndexedSlices or a SparseTensor is fetched and fed through its
+             component tensors by the rules above, as ``tf.compat.v1.Session`` does
+             (``autodist.runtime.composites``)
 
 What the session runs is the user's graph as it was when the session was
 created: it was captured, planned and transformed at that moment. Ops added
@@ -20,6 +23,7 @@ so such errors wait up to ``PEER_ERROR_GRACE`` seconds for that report.
 import queue
 import sys
 import threading
+import time
 
 import numpy as np
 import tensorflow as tf
@@ -27,6 +31,8 @@ from tensorflow.python.client import session as tf_session
 
 from autodist.errors import GraphChangedError, SessionError
 from autodist.capture.queries import tf_variable
+from autodist.runtime.composites import component_feeds, components, composite_value
+from autodist.runtime.input_epochs import explained_end_of_input
 from autodist.runner.base import run_bounded, wait_until
 
 __all__ = ["DistributedSession", "FetchMapper", "WatchedCaller", "await_failure", "flatten_fetches", "close_bounded",
@@ -54,10 +60,14 @@ def flatten_fetches(fetches):
     """``(leaves, pack)``: the graph elements of a fetch structure and ``pack(values)`` rebuilding it.
 
     Like ``tf.compat.v1.Session``: lists, tuples, namedtuples and dicts nest
-    (dict keys may be anything, hooks included, and keep their order); every
-    other value is a leaf.
+    (dict keys may be anything, hooks included, and keep their order), an
+    IndexedSlices or a SparseTensor is its component tensors (packed back into
+    its ``...Value``); every other value is a leaf.
     """
-    if isinstance(fetches, dict):
+    if components(fetches) is not None:   # IndexedSlices, SparseTensor: their components, as tf1's Session
+        parts = [flatten_fetches(v) for v in components(fetches)]
+        make = lambda values: composite_value(fetches, values)  # noqa: E731
+    elif isinstance(fetches, dict):
         keys = list(fetches)
         parts = [flatten_fetches(fetches[k]) for k in keys]
         make = lambda values: type(fetches)(zip(keys, values))  # noqa: E731
@@ -188,6 +198,15 @@ class FetchMapper:
             return copies[:1], lambda values: values[0]
         return copies, lambda values: np.concatenate(values, axis=axis)
 
+    def rows(self, feed_dict):
+        """This node's examples in a step: the split dimension's size of the first split feed (0: none)."""
+        for key, value in (feed_dict or {}).items():
+            element = self.element(key)
+            axis = None if isinstance(element, tf.Operation) else _split_axis(element.shape)
+            if axis is not None and np.ndim(value) > axis:
+                return np.shape(value)[axis]
+        return 0
+
     def feed(self, key, value):
         """{name in this node's graph: value} for one feed."""
         element = self.element(key)
@@ -204,23 +223,15 @@ class FetchMapper:
         parts = np.array_split(array, len(copies), axis=axis)
         return dict(zip(copies, parts))
 
-    def rows(self, feed_dict):
-        """The batch one call feeds (for the step reports): its first split feed's size along that axis, or 0."""
-        for key, value in (feed_dict or {}).items():
-            element = self.element(key)
-            axis = None if isinstance(element, tf.Operation) else _split_axis(element.shape)
-            shape = np.shape(value)
-            if axis is not None and len(shape) > axis:
-                return int(shape[axis])
-        return 0
-
-
 class DistributedSession(tf_session.SessionInterface):
     """A session on this node's distributed graph that speaks the user's graph."""
 
-    def __init__(self, session, mapper, original_graph, failure=None, on_interrupt=None, monitor=None):
+    def __init__(self, session, mapper, original_graph, failure=None, on_interrupt=None, monitor=None,
+                 tracer=None, scalars=None):
         self._session = session
         self._monitor = monitor   # a StepMonitor (``autodist.runtime.step_report``), or None
+        self._tracer = tracer     # a StepTracer (``autodist.runtime.timeline``), or None
+        self._scalars = scalars   # a ScalarLog (``autodist.runtime.summaries``), or None
         self._mapper = mapper
         self._original = original_graph
         self._version = original_graph.version
@@ -278,12 +289,38 @@ class DistributedSession(tf_session.SessionInterface):
 
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
         leaves, pack = flatten_fetches(fetches)
+        feed_dict = component_feeds(feed_dict)
         self._check_graph(leaves + list(feed_dict or {}))
         names, unflatten = self._map_fetches(leaves, pack)
         feeds = self._map_feeds(feed_dict)
-        values = self._call(lambda: self._session.run(names, feeds, options=options, run_metadata=run_metadata),
-                            examples=self._mapper.rows(feed_dict) if self._monitor is not None else 0)
-        return unflatten(values)
+        examples = self._mapper.rows(feed_dict) if self._monitor is not None or self._scalars is not None else 0
+        if self._tracer is not None or self._scalars is not None:
+            return unflatten(self._observed(names, feeds, examples, options, run_metadata))
+        return unflatten(self._run_names(names, feeds, examples, options, run_metadata))
+
+    def _run_names(self, names, feeds, examples, options, run_metadata):
+        """One watched call of the inner session (``examples``: the rows it feeds); the end of a tf.data input
+        explained."""
+        try:
+            return self._call(lambda: self._session.run(names, feeds, options=options, run_metadata=run_metadata),
+                              examples)
+        except tf.errors.OutOfRangeError as e:
+            raise explained_end_of_input(e, self._mapper.assignment) from e
+
+    def _observed(self, names, feeds, examples, options, run_metadata):
+        """A call traced on the steps the tracer chooses and timed for the scalars (the views are on)."""
+        traced = self._tracer.options() if self._tracer is not None else None   # counts every call
+        if traced is not None and options is None and run_metadata is None:
+            options, run_metadata, start_us = traced
+        else:
+            traced = None   # the caller's own options win
+        started = time.monotonic()
+        values = self._run_names(names, feeds, examples, options, run_metadata)
+        if self._scalars is not None:
+            self._scalars.step(time.monotonic() - started, examples)
+        if traced is not None:
+            self._tracer.finish_step(run_metadata, start_us)
+        return values
 
     def _call(self, fn, examples=0):
         monitor = self._monitor

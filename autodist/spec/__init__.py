@@ -9,6 +9,6 @@
 
 ``autodist.resource_spec`` is the public name of ``resource_spec`` (AutoDist's).
 """
-from autodist.spec.resource_spec import DEVICE_TYPES, DeviceSpec, NodeSpec, ResourceSpec, SSHConfig
+from autodist.spec.resource_spec import DEVICE_TYPES, DeviceSpec, DeviceType, NodeSpec, ResourceSpec, SSHConfig
 
-__all__ = ["ResourceSpec", "DeviceSpec", "NodeSpec", "SSHConfig", "DEVICE_TYPES"]
+__all__ = ["ResourceSpec", "DeviceSpec", "DeviceType", "NodeSpec", "SSHConfig", "DEVICE_TYPES"]

@@ -17,16 +17,20 @@
     dict(spec.gpu_devices)      # {'10.0.0.1:GPU:0': DeviceSpec(...), ...}
     spec.node_cpu_devices       # {'10.0.0.1': ['10.0.0.1:CPU:0'], '10.0.0.2': [...]}
     spec.task_index("10.0.0.2") # 1
+    spec.nodes                  # ['10.0.0.1', '10.0.0.2'] (AutoDist's); spec.node_specs: NodeSpec
 
 The file is checked completely when it is loaded: a malformed spec raises one
-:class:`~autodist.errors.ResourceSpecError` reading ``<file>:<line>: <key path>:
-<problem>``, so nothing downstream ever sees a half-valid cluster. The schema
+:class:`~autodist.errors.ResourceSpecError` with a line ``<file>:<line>: <key path>:
+<problem>`` per problem (all of the file's, most specific first; ``problems``
+lists them), so nothing downstream ever sees a half-valid cluster. The schema
 lives in ``autodist.spec.schema`` (``autodist spec schema`` prints it), the
 cross-field rules in ``autodist.spec.rules``.
 
 This module never imports TensorFlow: ``autodist spec validate`` runs on a
 laptop without it, and planning code can read a spec cheaply.
 """
+import enum
+import getpass
 import os
 import re
 import types
@@ -38,9 +42,20 @@ from autodist.spec.schema import SPEC
 from autodist.spec.yaml_tree import Context, parse_text, tree_from_python
 from autodist.errors import ResourceSpecError
 
-__all__ = ["ResourceSpec", "DeviceSpec", "NodeSpec", "SSHConfig", "DEVICE_TYPES"]
+__all__ = ["ResourceSpec", "DeviceSpec", "DeviceType", "NodeSpec", "SSHConfig", "DEVICE_TYPES"]
 
-DEVICE_TYPES = ("CPU", "GPU")
+class DeviceType(enum.StrEnum):
+    """The kind of a device, as in AutoDist: ``DeviceType.CPU`` or ``DeviceType.GPU``.
+
+    A string enum: a member equals, hashes and formats as its name (``"GPU"``),
+    so device names and TensorFlow device strings are built from it unchanged.
+    """
+
+    CPU = "CPU"
+    GPU = "GPU"
+
+
+DEVICE_TYPES = tuple(t.value for t in DeviceType)
 _INDEX = re.compile(r"0|[1-9][0-9]*")
 
 
@@ -48,13 +63,16 @@ _INDEX = re.compile(r"0|[1-9][0-9]*")
 class DeviceSpec:
     """One device of the cluster, named ``"<address>:<CPU|GPU>:<index>"``.
 
-    IPv6 addresses contain colons, so names are parsed from the right:
+    ``DeviceSpec("10.0.0.1", DeviceType.GPU, 1)`` and ``DeviceSpec("10.0.0.1",
+    "GPU", 1)`` are the same device; ``device_type`` reads back as the
+    :class:`DeviceType` member. Equality and hashing are by value. IPv6
+    addresses contain colons, so names are parsed from the right:
     ``DeviceSpec.from_string("::1:GPU:0")`` is host ``::1``, GPU 0.
     """
 
     host_address: str
-    device_type: str
-    device_index: int
+    device_type: DeviceType = DeviceType.CPU
+    device_index: int = 0
 
     def __post_init__(self):
         problem = (address_problem(self.host_address) if isinstance(self.host_address, str)
@@ -62,15 +80,23 @@ class DeviceSpec:
         if problem:
             raise ResourceSpecError("device host {!r}: {}".format(self.host_address, problem))
         if self.device_type not in DEVICE_TYPES:
-            raise ResourceSpecError("device type must be 'CPU' or 'GPU', got {!r}".format(
-                self.device_type))
+            raise ResourceSpecError("device type must be 'CPU' or 'GPU' (or a DeviceType), got "
+                                    "{!r}".format(self.device_type))
+        object.__setattr__(self, "device_type", DeviceType(self.device_type))
         index = self.device_index
         if not isinstance(index, int) or isinstance(index, bool) or index < 0:
             raise ResourceSpecError("device index must be a non-negative integer, got {!r}".format(
                 index))
 
+    def __str__(self):
+        return self.name_string()
+
+    def __repr__(self):
+        return "DeviceSpec(host_address={!r}, device_type={!r}, device_index={!r})".format(
+            self.host_address, self.device_type.value, self.device_index)
+
     def name_string(self):
-        return "{}:{}:{}".format(self.host_address, self.device_type, self.device_index)
+        return "{}:{}:{}".format(self.host_address, self.device_type.value, self.device_index)
 
     @classmethod
     def from_string(cls, name):
@@ -157,10 +183,11 @@ class ResourceSpec:
     def _load(self, tree, path):
         ctx = Context(path)
         doc = SPEC.check(tree, "", ctx)
+        ctx.raise_noted()
         chief = check_rules(doc, tree, ctx)
         self._path = path
         self._name = doc["name"]
-        self._groups = {name: SSHConfig(**fields) for name, fields in doc["ssh"].items()}
+        self._groups = {name: _ssh_config(fields, name, path) for name, fields in doc["ssh"].items()}
         self._nodes = tuple(_node_spec(fields, i == chief) for i, fields in enumerate(doc["nodes"]))
         self._chief = self._nodes[chief].address
         self._devices = {}
@@ -185,6 +212,12 @@ class ResourceSpec:
 
     @property
     def nodes(self):
+        """The node addresses, in file order, as AutoDist's ``ResourceSpec.nodes``."""
+        return [n.address for n in self._nodes]
+
+    @property
+    def node_specs(self):
+        """The nodes as :class:`NodeSpec` (address, devices, chief, ssh group), in file order."""
         return list(self._nodes)
 
     @property
@@ -265,6 +298,18 @@ class ResourceSpec:
     def __repr__(self):
         return "ResourceSpec({!r}: {} node(s), {} CPU, {} GPU, chief {})".format(
             self._path, len(self._nodes), self.num_cpus, self.num_gpus, self._chief)
+
+
+def _ssh_config(fields, name, path):
+    """The group's SSHConfig; without ``username``, the local user name, as ``ssh`` itself does."""
+    if fields["username"] is not None:
+        return SSHConfig(**fields)
+    try:
+        username = getpass.getuser()
+    except (OSError, KeyError):
+        raise ResourceSpecError("no username given and the local user name is unknown; set "
+                                "'username'", path=path, key="ssh.{}.username".format(name)) from None
+    return SSHConfig(**{**fields, "username": username})
 
 
 def _node_spec(fields, chief):

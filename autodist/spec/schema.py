@@ -12,7 +12,10 @@ yields plain, normalized data::
 
 Why a small hand-written checker rather than jsonschema: errors must carry the
 YAML line of the offending value, and the schema doubles as the user-facing key
-reference (``autodist spec schema``). Cross-field rules (one chief, unique
+reference (``autodist spec schema``). A record, list or mapping notes the
+problem of one entry in the context and goes on with the next, so a file with
+several mistakes reports all of them, one line each (``Context.raise_noted``).
+Cross-field rules (one chief, unique
 addresses, ssh references...) run afterwards, in ``autodist.spec.rules``.
 """
 import json
@@ -22,6 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from autodist.errors import ResourceSpecError
 from autodist.spec.rules import address_problem, did_you_mean
 from autodist.spec.yaml_tree import child_path, item_path, tree_from_python
 
@@ -186,8 +190,7 @@ class ListOf:
         _require(node, "seq", self.expected, key, ctx)
         if not node.value:
             raise ctx.error("must list at least one entry", node.line, key)
-        return [self.item.check(item, item_path(key, i), ctx)
-                for i, item in enumerate(node.value)]
+        return [_noting(self.item, item, item_path(key, i), ctx) for i, item in enumerate(node.value)]
 
 
 @dataclass(frozen=True)
@@ -204,11 +207,21 @@ class MapOf:
             if not isinstance(entry.key, str) or not entry.key.strip():
                 raise ctx.error("a name must be a non-empty string, got " + _describe(entry.key),
                                 entry.line, child_path(key, entry.key))
-            result[entry.key] = self.item.check(entry.node, child_path(key, entry.key), ctx)
+            result[entry.key] = _noting(self.item, entry.node, child_path(key, entry.key), ctx)
         return result
 
 
+def _noting(kind, node, key, ctx):
+    """``kind.check(...)``, noting a problem in ``ctx`` (result None) so its siblings are checked too."""
+    try:
+        return kind.check(node, key, ctx)
+    except ResourceSpecError as error:
+        ctx.note(error)
+        return None
+
+
 REQUIRED = object()
+_MISSPELT = object()   # a key the file gives misspelt (reported as unknown, not as missing)
 
 
 @dataclass(frozen=True)
@@ -235,24 +248,34 @@ class Record:
         given = {}
         for entry in node.value:
             if not isinstance(entry.key, str):
-                raise ctx.error("keys must be strings, got " + _describe(entry.key),
-                                entry.line, child_path(key, entry.key))
-            if entry.key not in known:
-                raise ctx.error(_unknown(entry.key, known), entry.line, child_path(key, entry.key))
-            given[entry.key] = entry.node
+                ctx.note(ctx.error("keys must be strings, got " + _describe(entry.key),
+                                   entry.line, child_path(key, entry.key)))
+            elif entry.key not in known:
+                ctx.note(ctx.error(_unknown(entry.key, known), entry.line,
+                                   child_path(key, entry.key)))
+                given.setdefault(did_you_mean(entry.key, known), _MISSPELT)
+            else:
+                given[entry.key] = entry.node
         result = {}
         for spec in self.keys:
-            where = child_path(key, spec.name)
-            if spec.name in given:
-                result[spec.name] = spec.kind.check(given[spec.name], where, ctx)
-            elif spec.default is REQUIRED:
-                raise ctx.error("missing required key ({})".format(spec.description),
-                                node.line, where)
-            elif spec.default is None:
-                result[spec.name] = None
-            else:
-                result[spec.name] = spec.kind.check(tree_from_python(spec.default), where, ctx)
+            if given.get(spec.name) is _MISSPELT:
+                continue   # "unknown key (did you mean ...)" said it; "missing" would repeat it
+            try:
+                result[spec.name] = self._value(spec, given, node, key, ctx)
+            except ResourceSpecError as error:   # keep going: every problem of the file at once
+                ctx.note(error)
         return result
+
+    @staticmethod
+    def _value(spec, given, node, key, ctx):
+        where = child_path(key, spec.name)
+        if spec.name in given:
+            return spec.kind.check(given[spec.name], where, ctx)
+        if spec.default is REQUIRED:
+            raise ctx.error("missing required key ({})".format(spec.description), node.line, where)
+        if spec.default is None:
+            return None
+        return spec.kind.check(tree_from_python(spec.default), where, ctx)
 
 
 def _unknown(name, known):
@@ -265,7 +288,8 @@ def _unknown(name, known):
 # ---------------------------------------------------------------- the schema
 
 SSH_GROUP = Record("an ssh group (a mapping of connection settings)", (
-    Key("username", STRING, "user to log in as on the node"),
+    Key("username", STRING, "user to log in as on the node; without it, the local user name "
+        "(as ssh does)", None),
     Key("port", PORT, "port of the node's sshd", 22),
     Key("key_file", PATH, "private key file for the login; '~' is expanded", None),
     Key("python_venv", TEXT, "shell prefix run before python, e.g. 'source ~/venv/bin/activate'",

@@ -42,13 +42,49 @@ class Entry(NamedTuple):
 
 
 class Context:
-    """What every error needs besides the problem: the file the tree came from."""
+    """What every error needs besides the problem: the file the tree came from.
+
+    It also collects the problems of a whole file (:meth:`note`), so one load
+    reports all of them at once (:meth:`raise_noted`) instead of the first only.
+    """
 
     def __init__(self, path):
         self.path = path
+        self.noted = []
 
     def error(self, problem, line, key):
         return ResourceSpecError(problem, path=self.path, line=line, key=key or None)
+
+    def note(self, error):
+        """Keep ``error`` (a ResourceSpecError, possibly a combined one) for :meth:`raise_noted`."""
+        self.noted.extend(getattr(error, "problems", None) or (error,))
+
+    def raise_noted(self):
+        """Raise every noted problem as one ResourceSpecError, most specific first.
+
+        A wrong value comes before an unknown key, which comes before a missing
+        key (a missing key is often the consequence of a misspelt one); within
+        each tier, problems follow the file. The error's ``path``, ``line`` and
+        ``key`` are those of the first problem, its message has one line per
+        problem and ``problems`` holds them all::
+
+            spec.yml:6: ssh.conf.port: expected an integer port, got a string ('ssh')
+            spec.yml:3: nodes[0].address: missing required key (...)
+        """
+        if not self.noted:
+            return
+        problems = sorted(self.noted, key=_specificity)
+        first = problems[0]
+        error = ResourceSpecError(first.problem, path=first.path, line=first.line, key=first.key)
+        error.args = ("\n".join(str(p) for p in problems),)
+        error.problems = tuple(problems)
+        raise error
+
+
+def _specificity(error):
+    tier = 2 if error.problem.startswith("missing required key") else (
+        1 if error.problem.startswith("unknown key") else 0)
+    return tier, error.line if error.line is not None else 0
 
 
 def parse_text(text, path):

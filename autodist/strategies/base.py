@@ -11,7 +11,9 @@ Hence its id is derived from its content (no clock, no randomness)::
     path = strategy.serialize()      # ~/.autodist/strategies/<id>, mode 0600
     same = Strategy.deserialize(strategy.id)
 
-``StrategyCompiler`` lives in ``autodist.strategies.compiler``.
+``StrategyCompiler`` lives in ``autodist.strategies.compiler``; it is also a
+name of this module, where AutoDist has it (loaded on first use: the compiler
+imports this module).
 """
 import abc
 import hashlib
@@ -26,11 +28,18 @@ from autodist.kernel.contract import write_entry
 from autodist.proto import strategy_pb2
 from autodist.strategies.inputs import builder_variables, replica_devices
 
-__all__ = ["Strategy", "StrategyBuilder", "VariableStrategyBuilder", "DEFAULT_STRATEGY_DIR",
-           "content_id"]
+__all__ = ["Strategy", "StrategyBuilder", "StrategyCompiler", "VariableStrategyBuilder",
+           "DEFAULT_STRATEGY_DIR", "content_id"]
 
 #: Where ``Strategy.serialize()`` writes without a path (``~`` expanded when writing).
 DEFAULT_STRATEGY_DIR = os.path.join("~", ".autodist", "strategies")
+
+
+def __getattr__(name):
+    if name == "StrategyCompiler":   # AutoDist's import path; the class is in compiler.py
+        from autodist.strategies.compiler import StrategyCompiler
+        return StrategyCompiler
+    raise AttributeError("module {!r} has no attribute {!r}".format(__name__, name))
 
 
 def content_id(proto):

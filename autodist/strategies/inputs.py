@@ -93,14 +93,14 @@ def replica_devices(resource_spec):
     gpus = resource_spec.node_gpu_devices
     cpus = resource_spec.node_cpu_devices
     replicas = []
-    for node in resource_spec.nodes:
+    for node in resource_spec.node_specs:
         replicas.extend(gpus.get(node.address) or cpus[node.address])
     return replicas
 
 
 def first_cpu_server(resource_spec):
     """``["<first node>:CPU:0"]``: the single parameter server of ``PS``."""
-    return ["{}:CPU:0".format(resource_spec.nodes[0].address)]
+    return ["{}:CPU:0".format(resource_spec.node_specs[0].address)]
 
 
 def all_cpu_servers(resource_spec):

@@ -77,3 +77,32 @@ def test_plain_session_export(tmp_path):
             builder.save()
     np.testing.assert_allclose(_serve(str(tmp_path / "plain"), ["serve"], "serving_default", problem.x[0]),
                                predicted, rtol=1e-6)
+
+
+def test_saved_model_builder_accepts_the_saver_argument(spec, tmp_path):
+    """AutoDist's guide passes its Saver: accepted when it saves every global variable under its name."""
+    from autodist.checkpoint import Saver
+    from autodist.checkpoint.saved_model_builder import SavedModelBuilder as AutoDistPath
+    problem = Dense()
+    ad = AutoDist(spec, PS())
+    with tf.Graph().as_default(), ad.scope():
+        model = problem.build()
+        saver, subset = Saver(), Saver(var_list=tf.compat.v1.trainable_variables()[:1])
+        session = ad.create_distributed_session()
+        session.run(model["train"], problem.feed(model, 0))
+        predicted = session.run(model["prediction"], {model["x"]: problem.x[0]})
+        signature = tf.compat.v1.saved_model.predict_signature_def({"x": model["x"]},
+                                                                    {"prediction": model["prediction"]})
+        with pytest.raises(CheckpointError, match="does not save every global variable"):
+            SavedModelBuilder(str(tmp_path / "refused")).add_meta_graph_and_variables(
+                session, ["serve"], saver=subset)
+        with pytest.raises(CheckpointError, match="autodist.checkpoint.Saver"):
+            SavedModelBuilder(str(tmp_path / "refused")).add_meta_graph_and_variables(
+                session, ["serve"], saver=object())
+        builder = AutoDistPath(str(tmp_path / "export"))
+        builder.add_meta_graph_and_variables(sess=session, tags=["serve"], saver=saver,
+                                             signature_def_map={"serving_default": signature})
+        builder.add_meta_graph(["extra"], saver=saver, signature_def_map={"predict": signature})
+        builder.save()
+    np.testing.assert_allclose(_serve(str(tmp_path / "export"), ["serve"], "serving_default", problem.x[0]),
+                               predicted, rtol=1e-5, atol=1e-6)

@@ -216,11 +216,12 @@ def test_plain_session_of_the_users_graph_is_served_by_a_plain_saver(tmp_path, d
 
 
 def test_only_the_chief_writes(tmp_path):
-    """On another node, save and export return the chief's paths and run nothing (its session is never used)."""
+    """On another node, a chief_only save and export return the chief's paths and run nothing (its session
+    is never used)."""
     graph = tf.Graph()
     with graph.as_default():
         tf.Variable(1.0, name="v")
-        saver = Saver()
+        saver = Saver(chief_only=True)
     node = types.SimpleNamespace(is_chief=False)
     result = types.SimpleNamespace(assignment=types.SimpleNamespace(node=node))
     session = types.SimpleNamespace(graph=graph, distributed_graph=None, transform_result=result)

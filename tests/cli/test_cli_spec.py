@@ -130,3 +130,15 @@ def test_unexpected_errors_keep_their_traceback(monkeypatch):
     monkeypatch.setattr(spec_command, "ResourceSpec", broken)
     with pytest.raises(KeyError):
         cli.main(["spec", "validate", "x.yml"])
+
+
+def test_validate_reports_every_problem_of_a_file_one_line_each(tmp_path, capsys):
+    path = tmp_path / "spec.yml"
+    path.write_text("nodes:\n  - gpus: [x]\nssh:\n  c:\n    port: ssh\n")
+    assert cli.main(["spec", "validate", str(path)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "autodist: error: {}:2: nodes[0].gpus[0]: expected a non-negative integer device index, got a string "
+        "('x')".format(path),
+        "autodist: error: {}:5: ssh.c.port: expected an integer port, got a string ('ssh')".format(path),
+        "autodist: error: {}:2: nodes[0].address: missing required key (IPv4 or IPv6 address or hostname of the "
+        "node)".format(path)]

@@ -35,7 +35,7 @@ def test_shipped_spec_validates_and_explains_itself(name):
     spec = ResourceSpec(path)
     assert spec.path == str(path)
     assert spec.chief in spec.network_bandwidth
-    assert sum(n.chief for n in spec.nodes) == 1
+    assert sum(n.chief for n in spec.node_specs) == 1
 
 
 def test_single_node_cpu():
@@ -59,7 +59,7 @@ def test_two_nodes_properties():
     spec = ResourceSpec(SPECS / "two_nodes.yml")
     assert spec.name == "two-gpu-nodes"
     assert spec.chief == "192.168.1.10"
-    assert [n.address for n in spec.nodes] == ["192.168.1.10", "192.168.1.11"]
+    assert [n.address for n in spec.node_specs] == ["192.168.1.10", "192.168.1.11"]
     assert (spec.num_cpus, spec.num_gpus) == (2, 8)
     assert spec.node_gpu_devices["192.168.1.11"] == ["192.168.1.11:GPU:{}".format(i) for i in range(4)]
     assert spec.network_bandwidth == {"192.168.1.10": 25.0, "192.168.1.11": 25.0}
@@ -74,7 +74,7 @@ def test_two_nodes_properties():
 
 def test_heterogeneous_nodes():
     spec = ResourceSpec(SPECS / "heterogeneous.yml")
-    assert [len(n.gpus) for n in spec.nodes] == [4, 2, 0]
+    assert [len(n.gpus) for n in spec.node_specs] == [4, 2, 0]
     assert "cpu-box.lab.example" not in spec.node_gpu_devices
     assert spec.node_cpu_devices["cpu-box.lab.example"] == [
         "cpu-box.lab.example:CPU:0", "cpu-box.lab.example:CPU:1"]
@@ -88,8 +88,8 @@ def test_heterogeneous_nodes():
 
 def test_loopback_two_nodes_needs_no_ssh():
     spec = ResourceSpec(SPECS / "loopback_two_nodes.yml")
-    assert [n.address for n in spec.nodes] == ["127.0.0.1", "127.0.0.2"]
-    assert all(spec.is_loopback(n.address) for n in spec.nodes)
+    assert [n.address for n in spec.node_specs] == ["127.0.0.1", "127.0.0.2"]
+    assert all(spec.is_loopback(n.address) for n in spec.node_specs)
     assert spec.ssh_config_map == {} and spec.num_gpus == 0
     assert [spec.task_index(a) for a in ("127.0.0.1", "127.0.0.2")] == [0, 1]
 
@@ -111,9 +111,9 @@ def test_loopback_three_nodes_template_is_filled_in_with_from_dict(tmp_path):
 
 # ---------------------------------------------------------------- defaults and shapes
 
-def test_defaults_of_nodes_and_ssh_groups(monkeypatch, tmp_path):
-    monkeypatch.setenv("HOME", str(tmp_path))
-    spec = spec_of("""\
+def spec_with_group(group):
+    """A chief and a node reached through ssh group ``conf``, whose YAML lines are ``group``."""
+    return spec_of("""\
         nodes:
           - address: 10.0.0.1
             chief: true
@@ -121,9 +121,13 @@ def test_defaults_of_nodes_and_ssh_groups(monkeypatch, tmp_path):
             ssh_config: conf
         ssh:
           conf:
-            username: ubuntu
-        """)
-    node = spec.nodes[1]
+        """ + textwrap.indent(textwrap.dedent(group), " " * 4))
+
+
+def test_defaults_of_nodes_and_ssh_groups(monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    spec = spec_with_group("username: ubuntu\n")
+    node = spec.node_specs[1]
     assert node == NodeSpec(address="10.0.0.2", gpus=(), cpus=(0,), chief=False,
                             ssh_config="conf", network_bandwidth=1.0)
     assert isinstance(node.network_bandwidth, float)
@@ -164,7 +168,7 @@ def test_every_node_has_cpu_zero():
             ssh_config: c
         ssh: {c: {username: u}}
         """)
-    assert spec.nodes[1].cpus == (0, 2, 3)
+    assert spec.node_specs[1].cpus == (0, 2, 3)
     assert spec.node_cpu_devices == {"10.0.0.1": ["10.0.0.1:CPU:0"],
                                      "10.0.0.2": ["10.0.0.2:CPU:0", "10.0.0.2:CPU:2",
                                                   "10.0.0.2:CPU:3"]}
@@ -179,7 +183,7 @@ def test_every_node_has_cpu_zero():
 def test_a_single_node_is_the_chief(chief_line):
     spec = ResourceSpec.from_string("nodes:\n  - address: gpu-box\n" + chief_line)
     assert spec.chief == "gpu-box"
-    assert spec.nodes[0].chief is True
+    assert spec.node_specs[0].chief is True
 
 
 def test_ipv6_nodes_and_device_names():
@@ -212,7 +216,7 @@ def test_merge_keys_share_node_settings():
             ssh_config: c
         ssh: {c: {username: u}}
         """)
-    second = spec.nodes[1]
+    second = spec.node_specs[1]
     assert (second.address, second.gpus, second.network_bandwidth, second.chief) == (
         "10.0.0.2", (0, 1), 40.0, False)
 
@@ -228,7 +232,7 @@ def test_task_index_is_the_rank_in_sorted_string_order():
             ssh_config: c
         ssh: {c: {username: u}}
         """)
-    assert [spec.task_index(n.address) for n in spec.nodes] == [2, 0, 1]
+    assert [spec.task_index(n.address) for n in spec.node_specs] == [2, 0, 1]
     with pytest.raises(ResourceSpecError, match="'10.0.0.3' is not a node of this spec"):
         spec.task_index("10.0.0.3")
 
@@ -245,25 +249,25 @@ def test_is_loopback(address, expected):
 def test_to_dict_round_trips():
     spec = ResourceSpec(SPECS / "heterogeneous.yml")
     again = ResourceSpec.from_dict(spec.to_dict())
-    assert again.nodes == spec.nodes
+    assert again.node_specs == spec.node_specs
     assert again.ssh_group == spec.ssh_group
     assert again.name == spec.name and again.path == "<dict>"
 
 
 def test_from_string_matches_the_file(tmp_path):
     text = (SPECS / "two_nodes.yml").read_text(encoding="utf-8")
-    assert ResourceSpec.from_string(text).nodes == ResourceSpec(SPECS / "two_nodes.yml").nodes
+    assert ResourceSpec.from_string(text).node_specs == ResourceSpec(SPECS / "two_nodes.yml").node_specs
 
 
 def test_models_are_frozen():
     spec = ResourceSpec(SPECS / "two_nodes.yml")
     with pytest.raises(dataclasses.FrozenInstanceError):
-        spec.nodes[0].address = "10.9.9.9"
+        spec.node_specs[0].address = "10.9.9.9"
     group = spec.ssh_group["gpu_cluster"]
     with pytest.raises(TypeError):
         group.shared_envs["EXTRA"] = "1"
-    spec.nodes.clear()   # a copy: the spec keeps its nodes
-    assert len(spec.nodes) == 2
+    spec.node_specs.clear()   # a copy: the spec keeps its nodes
+    assert len(spec.node_specs) == 2
 
 
 def test_schema_keys_are_the_model_fields():
@@ -331,3 +335,39 @@ def test_resource_spec_module_does_not_import_tensorflow():
     out = subprocess.run([sys.executable, "-c", code, str(SPECS / "two_nodes.yml")],
                          capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "False"
+
+
+# ---------------------------------------------------------------- AutoDist 0.7's API
+
+def test_nodes_are_the_node_addresses_as_in_autodist():
+    spec = ResourceSpec(SPECS / "heterogeneous.yml")
+    assert spec.nodes == [n.address for n in spec.node_specs]
+    assert all(isinstance(address, str) for address in spec.nodes)
+    assert spec.chief in spec.nodes
+
+
+def test_device_type_enum_as_in_autodist():
+    from autodist.resource_spec import DeviceSpec as PublicDeviceSpec, DeviceType
+    assert PublicDeviceSpec is DeviceSpec and [t.name for t in DeviceType] == ["CPU", "GPU"]
+    default = DeviceSpec(host_address="0.0.0.0")
+    assert (default.device_type, default.device_index) == (DeviceType.CPU, 0)
+    assert default.name_string() == str(default) == "0.0.0.0:CPU:0"
+    gpu = DeviceSpec(host_address="localhost", device_type=DeviceType.GPU, device_index=2)
+    assert gpu.device_type is DeviceType.GPU and gpu == DeviceSpec("localhost", "GPU", 2)
+    assert hash(gpu) == hash(DeviceSpec("localhost", "GPU", 2))
+    assert DeviceSpec.from_string("localhost:GPU:2").device_type is DeviceType.GPU
+    for name in ("10.0.0.1:GPU:1", "gpu-box.lab:CPU:0", "::1:GPU:1"):
+        device = DeviceSpec.from_string(name)
+        assert device.name_string() == str(device) == name
+        assert DeviceSpec.from_string(str(device)) == device
+    ipv6 = DeviceSpec.from_string("::1:GPU:1")
+    assert (ipv6.host_address, ipv6.device_type, ipv6.device_index) == ("::1", DeviceType.GPU, 1)
+    spec = ResourceSpec(SPECS / "two_nodes.yml")
+    assert {d.device_type for _, d in spec.gpu_devices} == {DeviceType.GPU}
+
+
+def test_ssh_group_without_username_is_the_local_user(monkeypatch):
+    monkeypatch.setattr("getpass.getuser", lambda: "localperson")
+    spec = spec_with_group("port: 2222\n")
+    assert spec.ssh_config_map["10.0.0.2"].username == "localperson"
+    assert spec.ssh_group["conf"].port == 2222

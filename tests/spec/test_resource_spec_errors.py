@@ -1,5 +1,7 @@
 """Malformed resource specs: each gives one ResourceSpecError naming file, line and key.
 
+A file with several problems reports all of them, one line each (the last tests).
+
 Every case is a small spec written to ``spec.yml``; the test checks the
 exception type, ``path``/``line``/``key`` attributes, the message prefix
 ``spec.yml:<line>: <key>: `` and a fragment of the problem text.
@@ -294,13 +296,13 @@ CASES = [
           conf:
             user: ubuntu
         """, 5, "ssh.conf.user", "unknown key (did you mean 'username'?)"),
-    case("ssh-missing-username", """\
+    case("ssh-port-word-without-username", """\
         nodes:
           - address: 10.0.0.1
         ssh:
           conf:
-            port: 22
-        """, 5, "ssh.conf.username", "missing required key"),
+            port: ssh
+        """, 5, "ssh.conf.port", "expected an integer port, got a string ('ssh')"),
     case("ssh-username-boolean", """\
         nodes:
           - address: 10.0.0.1
@@ -459,3 +461,61 @@ def test_from_string_uses_the_given_path():
     with pytest.raises(ResourceSpecError) as info:
         ResourceSpec.from_string("nodes:\n  - address: 10.0.0.1\n    gpus: 1\n", path="inline.yml")
     assert str(info.value).startswith("inline.yml:3: nodes[0].gpus: expected a list")
+
+
+# ---------------------------------------------------------------- several problems at once
+
+def _load_errors(tmp_path, text):
+    path = tmp_path / "spec.yml"
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    with pytest.raises(ResourceSpecError) as info:
+        ResourceSpec(path)
+    return path, info.value
+
+
+@pytest.mark.parametrize("key, value, expected", [
+    ("port", "ssh", "expected an integer port, got a string ('ssh')"),
+    ("key_file", "[a, b]", "expected a file path, got a list"),
+    ("python_venv", "[a]", "expected a string, got a list"),
+    ("shared_envs", "[A=1]", "expected a mapping of environment variable names to strings, got a list"),
+])
+def test_wrong_type_is_reported_even_when_a_key_is_missing(tmp_path, key, value, expected):
+    # Node 0 lacks its address, and the ssh group has a wrong type: the type is named as such.
+    path, exc = _load_errors(tmp_path, """\
+        nodes:
+          - gpus: [0]
+            chief: true
+        ssh:
+          conf:
+            {}: {}
+        """.format(key, value))
+    lines = str(exc).splitlines()
+    assert lines == [
+        "{}:6: ssh.conf.{}: {}".format(path, key, expected),
+        "{}:2: nodes[0].address: missing required key (IPv4 or IPv6 address or hostname of the node)"
+        .format(path)]
+    assert (exc.line, exc.key) == (6, "ssh.conf." + key)
+    assert [p.key for p in exc.problems] == ["ssh.conf." + key, "nodes[0].address"]
+
+
+def test_every_problem_of_a_file_is_reported_at_once_most_specific_first(tmp_path):
+    path, exc = _load_errors(tmp_path, """\
+        nodes:
+          - address: 10.0.0.1
+            gpu: [0]
+            chief: maybe
+          - gpus: [x]
+        ssh:
+          conf:
+            port: 0
+        """)
+    assert str(exc).splitlines() == [
+        "{}:4: nodes[0].chief: expected true or false, got a string ('maybe')".format(path),
+        "{}:5: nodes[1].gpus[0]: expected a non-negative integer device index, got a string ('x')"
+        .format(path),
+        "{}:8: ssh.conf.port: port must be between 1 and 65535, got 0".format(path),
+        "{}:3: nodes[0].gpu: unknown key (did you mean 'gpus'?)".format(path),
+        "{}:5: nodes[1].address: missing required key (IPv4 or IPv6 address or hostname of the node)"
+        .format(path),
+    ]
+    assert len(exc.problems) == 5 and all(isinstance(p, ResourceSpecError) for p in exc.problems)

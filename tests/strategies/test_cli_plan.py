@@ -161,3 +161,21 @@ def test_the_script_sees_its_arguments_and_directory(capsys, tmp_path):
     status, out, _ = run(capsys, "plan", "-r", TWO_NODES, str(script), "--epochs", "3")
     assert status == 2
     assert out.strip() == "{!r} 42 __main__".format([str(script), "--epochs", "3"])
+
+
+def test_png_dot_and_graph_dumps(capsys, item_file, tmp_path):
+    import glob
+    import tensorflow as tf
+    png, dot, graphs = tmp_path / "plan.png", tmp_path / "plan.dot", tmp_path / "graphs"
+    status, out, err = run(capsys, "plan", "-r", TWO_NODES, "-s", "PS", item_file, "--png", str(png),
+                           "--dot", str(dot), "--dump-graphs", str(graphs))
+    assert status == 0, err
+    assert out.splitlines()[0].startswith("strategy ")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and dot.read_text().startswith("graph plan {")
+    runs = sorted(p.name for p in graphs.iterdir())
+    assert runs == ["00-captured", "01-partition", "02-replicate", "03-sync_in_graph", "04-sync_between_graph",
+                    "05-finalize"]
+    for name in runs:
+        events = tf.compat.v1.train.summary_iterator(glob.glob(str(graphs / name / "events.*"))[0])
+        assert any(e.graph_def for e in events), name
+    assert "wrote {}".format(png) in err and "wrote 6 graphs" in err
