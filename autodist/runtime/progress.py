@@ -135,6 +135,7 @@ class Progress:
         self._saved = {}   # "stdout"/"stderr": the sys stream the live line replaced
 
     def start(self):
+        self._rates.update(self._safe_sample())   # the point before the first step (the session just opened)
         if _is_terminal(self._stream):
             self._start_live()
         self._thread.start()

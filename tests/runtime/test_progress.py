@@ -109,6 +109,19 @@ def test_on_a_terminal_the_line_is_live_and_printed_lines_scroll_above_it(monkey
     assert "steps/s" in output and "examples/s" in output and "/100" in output
 
 
+def test_a_job_done_before_the_first_interval_still_gets_its_rates():
+    start = time.monotonic()
+    steps = iter([0, 40, 40])
+    stream = io.StringIO()
+    progress = Progress(lambda: {"chief": (time.monotonic(), _report(next(steps), 0))}, "chief", total_steps=40,
+                        stream=stream, interval=60.0).start()
+    time.sleep(0.1)
+    progress.stop()
+    line, = stream.getvalue().splitlines()
+    rate = float(line.split(", ")[1].split()[0])
+    assert line.startswith("[autodist] progress: step 40/40, ") and 40 / (time.monotonic() - start) <= rate, line
+
+
 def test_a_failing_sample_never_breaks_the_job():
     def broken():
         raise RuntimeError("no reports")
