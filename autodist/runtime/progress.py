@@ -40,7 +40,8 @@ class Rates:
     ``step`` and steps/s are ``chief``'s; examples/s is summed over the nodes.
     ``overall``: the rates since each node's first step instead (the summary
     shown when the progress stops), or, when every step came before the second
-    sample, since the last sample before any step.
+    sample, since the last sample before any step (the chief's, for a node
+    whose first report came after its steps).
     """
 
     def __init__(self, chief, window=WINDOW):
@@ -75,7 +76,10 @@ class Rates:
 
     def _overall_start(self, node, history):
         first = self._first.get(node, history[0])
-        return self._idle.get(node, first) if first[0] >= history[-1][0] else first
+        if first[0] < history[-1][0]:
+            return first
+        # a node first heard of with its steps done started with the chief's session (0 steps, 0 rows)
+        return self._idle.get(node, self._idle.get(self._chief, first))
 
 
 def describe(step, steps_rate, examples_rate, total=None, plain=False):

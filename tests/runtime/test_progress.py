@@ -40,7 +40,8 @@ def test_the_overall_rates_count_from_each_nodes_first_step():
 def test_a_job_done_within_one_sample_is_rated_from_the_sample_before_its_steps():
     rates = Rates("chief")
     rates.update({"chief": (0.0, _report(0, 0))})
-    assert rates.update({"chief": (2.0, _report(4, 128))}, overall=True) == (4, 2.0, 64.0)
+    assert rates.update({"chief": (2.0, _report(4, 128)), "n2": (2.0, _report(4, 128))},
+                        overall=True) == (4, 2.0, 128.0)   # n2's first report came after its steps
 
 
 def test_a_node_without_new_reports_keeps_its_last_rate():
