@@ -43,16 +43,20 @@ class AutoDist:
     nodes run after ``python`` (default: this script and its arguments).
     ``trace_dir`` writes a merged timeline of a few traced steps of every node
     to ``<trace_dir>/timeline.json``; ``logdir`` writes TensorBoard scalars
-    per node (see ``docs/observability.md``).
+    per node (see ``docs/observability.md``). ``verbose``: show every line the
+    other nodes print (TensorFlow's start-up chatter too); ``progress``: a
+    progress line on the chief, with an ETA when ``total_steps`` (session
+    calls) is given (see ``docs/running.md``, "The console").
     """
 
     def __init__(self, resource_spec_file, strategy_builder=None, *, job=None, launch_argv=None, trace_dir=None,
-                 logdir=None):
+                 logdir=None, verbose=False, progress=False, total_steps=None):
         from autodist.spec.resource_spec import ResourceSpec
         self._resource_spec = ResourceSpec(resource_spec_file)
         self._graph_item = None
         self._job = Job(self._resource_spec, strategy_builder, context=job, launch_argv=launch_argv,
-                        environ=os.environ, trace_dir=trace_dir, logdir=logdir)
+                        environ=os.environ, trace_dir=trace_dir, logdir=logdir, verbose=verbose, progress=progress,
+                        total_steps=total_steps)
 
     @property
     def resource_spec(self):

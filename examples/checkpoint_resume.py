@@ -21,7 +21,7 @@ import tempfile
 
 import numpy as np
 
-from common import node_rows, parser, say, strategy, views
+from common import autodist, node_rows, parser, quiet_start, say
 
 BATCH = 64
 
@@ -59,10 +59,9 @@ def batch_rows(step, count):
 def distributed(args, restore):
     import keras
     import tensorflow as tf
-    from autodist import AutoDist
     from autodist.checkpoint import Saver
 
-    ad = AutoDist(args.spec, strategy(args.strategy), **views(args))
+    ad = autodist(args)
     images, labels = digits()
     mine = node_rows(ad, BATCH)
     with tf.Graph().as_default(), ad.scope():
@@ -114,7 +113,7 @@ def restored_plainly(checkpoint_dir):
 def demo(args):
     directory = args.checkpoint_dir or tempfile.mkdtemp(prefix="autodist-resume-")
     common = [sys.executable, os.path.abspath(__file__), "--spec", args.spec, "--steps", str(args.steps),
-              "--log-every", str(args.log_every), "--checkpoint-dir", directory]
+              "--log-every", str(args.log_every), "--checkpoint-dir", directory] + (["--verbose"] if args.verbose else [])
     for phase, name in (("train", args.first), ("resume", args.second)):
         print("== {} under {} ==".format(phase, name), flush=True)
         subprocess.run(common + ["--phase", phase, "--strategy", name], check=True)
@@ -134,6 +133,7 @@ def main():
     args.add_argument("--first", default="PS", help="demo: strategy of the first half")
     args.add_argument("--second", default="AllReduce", help="demo: strategy of the second half")
     args = args.parse_args()
+    quiet_start(args)
     if args.phase == "demo":
         return demo(args)
     if not args.checkpoint_dir:

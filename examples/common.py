@@ -4,11 +4,14 @@ Every example runs unchanged on one machine or on several: the chief (the
 process you start) launches the other nodes of the resource spec, which run
 the same script with the same arguments; each node feeds its own rows of
 every global batch (``node_rows``) and only the chief writes files.
+
+The console shows what the examples print on every node and a progress line
+on the chief; ``quiet_start`` (called right after parsing the arguments,
+before TensorFlow is imported) keeps TensorFlow's start-up messages off it,
+and ``--verbose`` shows everything.
 """
 import argparse
 import os
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")   # the examples' choice: quiet TensorFlow C++ logs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_SPEC = os.path.join(ROOT, "resource_specs", "loopback_two_nodes.yml")
@@ -24,12 +27,28 @@ def parser(description, strategy, steps, log_every=10):
     args.add_argument("--trace-dir", default=None,
                       help="trace a few steps on every node into DIR/timeline.json (see docs/observability.md)")
     args.add_argument("--logdir", default=None, help="write TensorBoard scalars per node into DIR")
+    args.add_argument("-v", "--verbose", action="store_true",
+                      help="show everything every node prints, TensorFlow's start-up messages included")
     return args
 
 
 def views(args):
     """AutoDist's options for the views the command line asked for (``--trace-dir``, ``--logdir``)."""
     return {"trace_dir": args.trace_dir, "logdir": args.logdir}
+
+
+def quiet_start(args):
+    """Keep TensorFlow's start-up messages off the console (unless ``--verbose``); call before importing it."""
+    from autodist.runner.console import quiet_tensorflow_start
+    quiet_tensorflow_start(verbose=args.verbose)
+
+
+def autodist(args):
+    """AutoDist on ``--spec`` under ``--strategy`` with the views asked for, and a progress line whose ETA
+    counts ``--steps``."""
+    from autodist import AutoDist
+    return AutoDist(args.spec, strategy(args.strategy), verbose=args.verbose, progress=True, total_steps=args.steps,
+                    **views(args))
 
 
 def strategy(name):

@@ -14,7 +14,7 @@ about 20 s on two loopback nodes).
 """
 import numpy as np
 
-from common import node_rows, parser, say, strategy, views
+from common import autodist, node_rows, parser, quiet_start, say
 
 BATCH = 64
 
@@ -44,11 +44,11 @@ def build_model(keras):
 
 def main():
     args = parser(__doc__.splitlines()[0], "AllReduce", 500, log_every=50).parse_args()
+    quiet_start(args)
     import keras
     import tensorflow as tf
-    from autodist import AutoDist
 
-    ad = AutoDist(args.spec, strategy(args.strategy), **views(args))
+    ad = autodist(args)
     x_train, x_test, y_train, y_test = digits()
     rows = node_rows(ad, BATCH)
     with tf.Graph().as_default(), ad.scope():

@@ -12,7 +12,7 @@ the loss falls from ~14 to the noise floor (~0.01) and the weights end within
 """
 import numpy as np
 
-from common import LossLog, node_rows, parser, say, strategy, views
+from common import LossLog, autodist, node_rows, parser, quiet_start, say
 
 TRUE_W, TRUE_B = np.array([3.0, -2.0, 0.5], np.float32), 1.0
 BATCH = 64
@@ -29,10 +29,10 @@ def main():
     args = parser(__doc__.splitlines()[0], "PS", 200, log_every=25)
     args.add_argument("--log-dir", default="", help="write loss.log and loss.png here (the chief)")
     args = args.parse_args()
+    quiet_start(args)
     import tensorflow as tf
-    from autodist import AutoDist
 
-    ad = AutoDist(args.spec, strategy(args.strategy), **views(args))
+    ad = autodist(args)
     x_all, y_all = data()
     rows = node_rows(ad, BATCH)
     log = LossLog(ad, args.log_dir)

@@ -18,7 +18,7 @@ import importlib.util
 
 import numpy as np
 
-from common import node_rows, parser, say, strategy, views
+from common import autodist, node_rows, parser, quiet_start, say
 
 WINDOW, BATCH = 32, 32
 
@@ -43,14 +43,14 @@ def windows(text, vocabulary):
 
 def main():
     args = parser(__doc__.splitlines()[0], "AllReduce", 300, log_every=50).parse_args()
+    quiet_start(args)
     import keras
     import tensorflow as tf
-    from autodist import AutoDist
 
     text = zen()
     vocabulary = sorted(set(text))
     inputs, targets = windows(text, vocabulary)
-    ad = AutoDist(args.spec, strategy(args.strategy), **views(args))
+    ad = autodist(args)
     rows = node_rows(ad, BATCH)
     with tf.Graph().as_default(), ad.scope():
         keras.utils.set_random_seed(0)

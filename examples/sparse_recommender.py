@@ -15,7 +15,7 @@ about 35 s; noise floor 0.25).
 """
 import numpy as np
 
-from common import node_rows, parser, say, strategy, views
+from common import autodist, node_rows, parser, quiet_start, say
 
 USERS, ITEMS, RANK, DIM, BATCH = 4000, 500, 4, 32, 256
 
@@ -33,10 +33,10 @@ def ratings(count=200000, seed=0):
 
 def main():
     args = parser(__doc__.splitlines()[0], "PartitionedPS", 1500, log_every=250).parse_args()
+    quiet_start(args)
     import tensorflow as tf
-    from autodist import AutoDist
 
-    ad = AutoDist(args.spec, strategy(args.strategy), **views(args))
+    ad = autodist(args)
     users, items, values = ratings()
     held_out = len(values) // 10
     train = slice(held_out, None)

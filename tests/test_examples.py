@@ -10,6 +10,9 @@ import sys
 
 import pytest
 
+from autodist.runner.console import is_chatter
+from autodist.runtime.server import READY
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.slow
 
@@ -28,6 +31,10 @@ def _values(pattern, output):
 
 def test_linear_regression_learns_the_weights_and_writes_its_loss_curve(tmp_path):
     output = _run("linear_regression.py", "--steps", "60", "--log-dir", str(tmp_path))
+    # the console: no TensorFlow start-up lines, no handshake; a progress summary (plain: not a terminal)
+    noise = [line for line in output.splitlines() if is_chatter(re.sub(r"^\[[^\]]+\] ", "", line)) or READY in line]
+    assert noise == [], output[-4000:]
+    assert re.search(r"^\[autodist\] progress: step 61/60, [\d.]+ steps/s, \d+ examples/s$", output, re.M), output
     assert len(_values(r"\[node 0\] max weight error ([\d.]+)", output)) == 1
     assert _values(r"\[node 1\] max weight error ([\d.]+)", output) == _values(r"\[node 0\] max weight error ([\d.]+)",
                                                                            output)

@@ -1,6 +1,7 @@
 """``autodist run``: train an unmodified tf.compat.v1 script on every node of a resource spec.
 
-    autodist run -r SPEC [-s BUILDER] [--arg key=value ...] [--trace-dir DIR] [--logdir DIR] SCRIPT [args ...]
+    autodist run -r SPEC [-s BUILDER] [--arg key=value ...] [--trace-dir DIR] [--logdir DIR]
+                 [--verbose] [--steps N] [--no-progress] SCRIPT [args ...]
 
 The script runs in this process (the chief) with its sessions distributed
 (``autodist.runtime.autorun``); the other nodes run ``python -m autodist run`` with
@@ -11,6 +12,12 @@ the job failed (the error names the host, its exit code and its last log
 lines); 130 after Ctrl-C, once every process of the job is stopped.
 ``--trace-dir`` and ``--logdir`` are AutoDist's ``trace_dir`` and ``logdir``
 (the timeline and TensorBoard scalars, ``docs/observability.md``).
+
+The console shows what the script prints on every node (the other nodes'
+lines prefixed ``[address]``) and a progress line on the chief (``--steps``:
+the script's step count, for an ETA); TensorFlow's start-up chatter and
+autodist's internal lines only with ``--verbose``. Every launched process's
+full output stays in ``~/.autodist/logs/job-<id>/`` (``autodist.runtime.job_logs``).
 """
 import argparse
 import os
@@ -38,15 +45,21 @@ def register(subparsers):
                         help="builder constructor argument (repeatable)")
     parser.add_argument("--trace-dir", metavar="DIR", help="trace a few steps on every node into DIR/timeline.json")
     parser.add_argument("--logdir", metavar="DIR", help="write TensorBoard scalars per node into DIR")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="show everything every node prints, TensorFlow's start-up messages included")
+    parser.add_argument("--steps", type=int, metavar="N",
+                        help="the number of session calls the script makes, for the progress line's ETA")
+    parser.add_argument("--no-progress", dest="progress", action="store_false",
+                        help="no progress line on the chief")
     parser.add_argument("script", metavar="SCRIPT", help="the training script")
     parser.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS",
                         help="arguments passed to the script")
     parser.set_defaults(handler=_run)
 
 
-def worker_argv(spec, strategy, builder_args, script, script_args, trace_dir=None, logdir=None):
+def worker_argv(spec, strategy, builder_args, script, script_args, trace_dir=None, logdir=None, verbose=False):
     """What the other nodes run after ``python``: this command, with absolute paths."""
-    argv = ["-m", "autodist", "run", "-r", spec]
+    argv = ["-m", "autodist", "run", "-r", spec] + (["--verbose"] if verbose else [])
     if strategy:
         argv += ["-s", strategy]
     for item in builder_args:
@@ -58,6 +71,8 @@ def worker_argv(spec, strategy, builder_args, script, script_args, trace_dir=Non
 
 
 def _run(args):
+    from autodist.runner.console import quiet_tensorflow_start
+    quiet_tensorflow_start(verbose=args.verbose)   # before anything imports TensorFlow
     from autodist.api import AutoDist
     from autodist.runtime.autorun import run_script
     builder = builder_from_args(args)
@@ -65,8 +80,9 @@ def _run(args):
     require_file(args.script)
     trace_dir, logdir = (os.path.abspath(d) if d else None for d in (args.trace_dir, args.logdir))
     ad = AutoDist(spec, builder, launch_argv=worker_argv(spec, args.strategy, args.builder_args, script,
-                                                         args.script_args, trace_dir, logdir),
-                  trace_dir=trace_dir, logdir=logdir)
+                                                         args.script_args, trace_dir, logdir, args.verbose),
+                  trace_dir=trace_dir, logdir=logdir, verbose=args.verbose, progress=args.progress,
+                  total_steps=args.steps)
     try:
         try:
             status = run_script(ad, script, args.script_args)

@@ -7,8 +7,9 @@
 
 Modules: ``shell`` (the only place that builds remote shell text), ``base``
 (``Runner``, ``ProcessHandle``), ``local``, ``ssh`` (+ ``hostkeys``),
-``preflight``, ``allocation`` (job ids, working directories, ports) and
-``frames`` (the reports a node sends inside its output).  Names are loaded on first use, so
+``preflight``, ``allocation`` (job ids, working directories, ports),
+``frames`` (the reports a node sends inside its output) and ``console``
+(what of a node's output the chief's console shows).  Names are loaded on first use, so
 importing this package does not import paramiko.
 """
 import importlib

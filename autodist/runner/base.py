@@ -62,12 +62,14 @@ class OutputPump:
     (which may swallow it, e.g. the pgid marker), then to the sink as
     ``[name] line`` and to ``log_path`` as is, and into a bounded buffer that
     ``tail`` reads.  ``sink=None`` means whatever ``sys.stdout`` is at the
-    time of writing.
+    time of writing. A sink with a ``shows(line)`` method (``console.NodeConsole``)
+    gets only the lines it shows; the log and the tail keep every line.
     """
 
     def __init__(self, name, sink=None, log_path=None, intercept=None):
         self.name = name
         self._sink = sink
+        self._shows = getattr(sink, "shows", None)
         self._intercept = intercept
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._frames = FrameSplitter()
@@ -109,7 +111,8 @@ class OutputPump:
         if self._log is not None:
             self._log.write(line + "\n")
             self._log.flush()
-        write_line(self.name, self._sink, line)
+        if self._shows is None or self._shows(line):
+            write_line(self.name, self._sink, line)
 
     def tail(self, n=20):
         with self._lock:

@@ -5,6 +5,8 @@
     context        JobContext: one process's place in a job (AUTODIST_JOB)
     coordinator    the chief's side: preflight, ports, servers, scripts, watch, finish
     chief_signals  Ctrl-C / SIGTERM to the chief stop the job; failures raised in the chief
+    job_logs       each launched process's full log, on the chief, kept after the job
+    progress       the chief's progress line: step, steps/s, examples/s over the nodes, ETA
     server         ``python -m autodist.runtime.server``: a node's TensorFlow server
     node_session   this node's graph transformed, on its server, initialized: a DistributedSession
     session        DistributedSession: feeds split over replicas, fetches mapped back

@@ -19,7 +19,8 @@
              exits with 143); a second signal while it stops is acknowledged,
              never allowed to cut the stop short (``autodist.runtime.chief_signals``)
     finish   wait for the other scripts to end, stop the servers, remove the
-             working directories; ``abort`` does the same without waiting. A
+             working directories (each launched process's full log stays on the
+             chief: ``autodist.runtime.job_logs``); ``abort`` does the same without waiting. A
              node whose reports show it waiting for a step the chief will never
              take (``autodist.runtime.step_report.waiting_for_chief``) is
              stopped then, not after the timeout
@@ -28,7 +29,8 @@ Processes are started and stopped through a runner (``autodist.runner``):
 loopback nodes without an ssh group locally, the others over SSH. Only the
 processes the job started are ever signalled, by process group. Two jobs on
 one host never share a port, a directory or a process: everything is keyed on
-the job id.
+the job id. The console shows the nodes' own lines (``autodist.runner.console``;
+``verbose``: every line).
 """
 import json
 import os
@@ -42,6 +44,8 @@ from autodist.spec.cluster import cpu_count_of
 from autodist.errors import LaunchError
 from autodist.runtime.chief_signals import ChiefSignals
 from autodist.runtime.context import JobContext
+from autodist.runtime.job_logs import LOG_BASE, JobLogs
+from autodist.runner.console import NodeConsole
 from autodist.runner.base import run_for_output, write_line
 from autodist.runtime.server import READY, start_in_process
 from autodist.runtime.step_report import waiting_for_chief
@@ -91,11 +95,12 @@ class Coordinator:
 
     def __init__(self, resource_spec, job_id, runner_factory=default_runner, sink=None, poll_interval=0.5,
                  ready_timeout=120.0, preflight_timeout=60.0, python=None, workdir_base=WORKDIR_BASE,
-                 interrupt_after=2.0):
+                 interrupt_after=2.0, verbose=False, log_base=LOG_BASE):
         self.spec = resource_spec
         self.job_id = job_id
         self._runner_factory = runner_factory
-        self._sink = sink
+        self._sink = sink if sink is not None else NodeConsole(verbose=verbose, hidden=(READY,))
+        self.logs = JobLogs(job_id, log_base)
         self._poll = poll_interval
         self._ready_timeout = ready_timeout
         self._preflight_timeout = preflight_timeout
@@ -161,12 +166,14 @@ class Coordinator:
             servers = self._pick_ports()
             self._workdir = job_workdir(self._base, self.job_id)
             self._stage(strategy_path)
+            self.logs.create()
             chief = self.spec.chief
             self.context = JobContext(job_id=self.job_id, address=chief, servers=servers, chief=chief,
                                       strategy_path=os.path.expanduser(posixpath.join(self._workdir, STRATEGY_FILE)),
                                       workdir=self._workdir)
-            write_line(ANNOUNCE, self._sink, "job {}: {} nodes, TensorFlow servers {}, working directory {}".format(
-                self.job_id, len(servers), " ".join(servers[a] for a in self.context.addresses), self._workdir))
+            write_line(ANNOUNCE, self._sink, "job {}: {} nodes, TensorFlow servers {}, working directory {}, "
+                       "node logs in {}".format(self.job_id, len(servers), " ".join(
+                           servers[a] for a in self.context.addresses), self._workdir, self.logs.path))
             if serve_chief:
                 self._serve_chief()
             self._start_servers()
@@ -207,9 +214,6 @@ class Coordinator:
             self._created.add(address)
             runner.copy(strategy_path, posixpath.join(self._workdir, STRATEGY_FILE))
 
-    def _log(self, address, role):
-        return os.path.join(os.path.expanduser(self._workdir), "logs", "{}-{}.log".format(address, role))
-
     def _serve_chief(self):
         chief = {n.address: n for n in self.spec.node_specs}[self.spec.chief]
         start_in_process(self.context.cluster_spec(), self.context.task_index, cpu_count_of(chief),
@@ -226,7 +230,7 @@ class Coordinator:
                     "--cpus", str(cpu_count_of(node)), "--chief-task", str(self.context.chief_task),
                     "--threads", str(node.threads)]
             self._servers[node.address] = runner.run(argv, env={"PYTHONUNBUFFERED": "1"},
-                                                     log_path=self._log(node.address, "server"))
+                                                     log_path=self.logs.file(node.address, "server"))
         deadline = time.monotonic() + self._ready_timeout
         for handle in self._servers.values():
             while READY not in handle.tail(50):
@@ -247,7 +251,7 @@ class Coordinator:
                                             self._workdir)
             env = dict(context.to_env(), PYTHONUNBUFFERED="1")
             self._workers[node.address] = runner.run([self._python_for(runner)] + list(argv), env=env, cwd=cwd,
-                                                     log_path=self._log(node.address, "worker"))
+                                                     log_path=self.logs.file(node.address, "worker"))
 
     # -- watch -----------------------------------------------------------------------
     def failure(self):

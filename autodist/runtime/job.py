@@ -26,12 +26,14 @@ import logging
 import os
 import sys
 import tempfile
+import time
 
 from autodist.errors import LaunchError, RemoteWorkerError, SessionError
 from autodist.runner.base import wait_until
 from autodist.runtime.context import JobContext
 from autodist.runtime.coordinator import Coordinator
 from autodist.runtime.node_session import open_node_session
+from autodist.runtime.progress import Progress
 from autodist.runtime.server import start_in_process
 from autodist.runtime.step_report import ReportWriter, StepMonitor
 from autodist.spec.cluster import cpu_count_of
@@ -80,13 +82,21 @@ class Job:
     this script and its arguments). ``trace_dir`` turns on the merged
     timeline (``autodist.runtime.timeline``), ``logdir`` TensorBoard scalars
     (``autodist.runtime.summaries``); every node gets the same values (its script's arguments).
+    ``verbose``: the console shows every line the other nodes print,
+    TensorFlow's chatter included (``autodist.runner.console``). ``progress``:
+    the chief shows a progress line once its session is open
+    (``autodist.runtime.progress``), with an ETA when ``total_steps``
+    (session calls) is given.
     """
 
     def __init__(self, resource_spec, strategy_builder=None, *, context=None, launch_argv=None, environ=None,
-                 trace_dir=None, logdir=None):
+                 trace_dir=None, logdir=None, verbose=False, progress=False, total_steps=None):
         self._spec = resource_spec
         self._trace_dir, self._logdir = trace_dir, logdir   # the views (``_views``); None: off
         self._tracer = self._scalars = None
+        self._verbose = verbose
+        self._progress_wanted = (progress, total_steps)
+        self._progress = None
         self._builder = strategy_builder
         self._launch_argv = list(launch_argv) if launch_argv is not None else None
         env_context = JobContext.from_env(environ) if context is None and environ is not None else None
@@ -135,7 +145,23 @@ class Job:
     def open(self, graph_item):
         """This node's first session: the chief starts the job, a member joins it."""
         self._session = self._start(graph_item) if self._context is None else self._join(graph_item)
+        wanted, total_steps = self._progress_wanted
+        if wanted and self.is_chief and self._progress is None:
+            self._progress = Progress(self._progress_sample, self._spec.chief, total_steps).start()
+            atexit.register(self._stop_progress)
         return self._session
+
+    def _progress_sample(self):
+        """The chief's own step counts and the latest report of every other node's script."""
+        samples = {self._spec.chief: (time.monotonic(), self._monitor.snapshot())}
+        if self._coordinator is not None:
+            samples.update({address: handle.report for (address, role), handle in self._coordinator.handles().items()
+                            if role == "worker" and handle.report is not None})
+        return samples
+
+    def _stop_progress(self):
+        if self._progress is not None:
+            self._progress.stop()
 
     def _start(self, item):
         from autodist.runner import new_job_id
@@ -152,7 +178,7 @@ class Job:
         argv = self._launch_argv if self._launch_argv is not None else _script_argv()
         staging = tempfile.mkdtemp(prefix="autodist-")
         path = strategy.serialize(os.path.join(staging, "strategy.pb"))
-        self._coordinator = coordinator = Coordinator(self._spec, job_id)
+        self._coordinator = coordinator = Coordinator(self._spec, job_id, verbose=self._verbose)
         atexit.register(self._finish_at_exit)
         context = coordinator.launch(path, argv, os.getcwd(), serve_chief=True)
         os.unlink(path)
@@ -235,6 +261,7 @@ class Job:
         other nodes' scripts (``abort``: stop them now, announcing ``reason``), stop every process of
         the job, remove its directories, and raise the first ``RemoteWorkerError``. A no-op on other
         nodes and when done already."""
+        self._stop_progress()
         coordinator, self._coordinator = self._coordinator, None
         if coordinator is None:
             return
@@ -269,6 +296,7 @@ class Job:
         chief must see it: after the complete teardown, the process ends with
         ``EXIT_NODE_FAILED`` itself. That is the only way Python leaves.
         """
+        self._stop_progress()
         coordinator, self._coordinator = self._coordinator, None
         if coordinator is None:
             return

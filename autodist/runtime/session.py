@@ -230,7 +230,6 @@ class FetchMapper:
         parts = np.array_split(array, len(copies), axis=axis)
         return dict(zip(copies, parts))
 
-
 class DistributedSession(tf_session.SessionInterface):
     """A session on this node's distributed graph that speaks the user's graph."""
 
@@ -292,29 +291,36 @@ class DistributedSession(tf_session.SessionInterface):
             key, held, plan = self._plans.lookup(fetches, feed_dict, flatten_fetches)
             step = plan.bind(feed_dict.values() if feed_dict else ()) if plan is not None else None
             if step is not None:
-                return plan.unflatten(self._run_call(step))
+                return plan.unflatten(self._run_call(step, self._examples(feed_dict)))
         leaves, pack = flatten_fetches(fetches)
         self._check_graph(leaves + list(feed_dict or {}))
         names, unflatten = map_fetches(self._mapper, leaves, pack)
         feeds = self._map_feeds(feed_dict)
+        examples = self._examples(feed_dict)
         if observed:
-            return unflatten(self._observed(names, feeds, feed_dict, options, run_metadata))
-        values = self._run_names(names, feeds, options, run_metadata)
+            return unflatten(self._observed(names, feeds, examples, options, run_metadata))
+        values = self._run_names(names, feeds, examples, options, run_metadata)
         if plain:
             self._plans.ran(key, held)
         return unflatten(values)
 
-    def _run_names(self, names, feeds, options, run_metadata):
-        return self._run_call(lambda: self._session.run(names, feeds, options=options, run_metadata=run_metadata))
+    def _examples(self, feed_dict):
+        """The rows this node feeds in a step, counted only when a monitor or the scalars report them."""
+        return self._mapper.rows(feed_dict) if self._monitor is not None or self._scalars is not None else 0
 
-    def _run_call(self, fn):
-        """One watched call of the inner session; the end of a tf.data input explained."""
+    def _run_names(self, names, feeds, examples, options, run_metadata):
+        return self._run_call(lambda: self._session.run(names, feeds, options=options, run_metadata=run_metadata),
+                              examples)
+
+    def _run_call(self, fn, examples=0):
+        """One watched call of the inner session (``examples``: the rows it feeds); the end of a tf.data input
+        explained."""
         try:
-            return self._call(fn)
+            return self._call(fn, examples)
         except tf.errors.OutOfRangeError as e:
             raise explained_end_of_input(e, self._mapper.assignment) from e
 
-    def _observed(self, names, feeds, feed_dict, options, run_metadata):
+    def _observed(self, names, feeds, examples, options, run_metadata):
         """A call traced on the steps the tracer chooses and timed for the scalars (the views are on)."""
         traced = self._tracer.options() if self._tracer is not None else None   # counts every call
         if traced is not None and options is None and run_metadata is None:
@@ -322,14 +328,14 @@ class DistributedSession(tf_session.SessionInterface):
         else:
             traced = None   # the caller's own options win
         started = time.monotonic()
-        values = self._run_names(names, feeds, options, run_metadata)
+        values = self._run_names(names, feeds, examples, options, run_metadata)
         if self._scalars is not None:
-            self._scalars.step(time.monotonic() - started, self._mapper.rows(feed_dict))
+            self._scalars.step(time.monotonic() - started, examples)
         if traced is not None:
             self._tracer.finish_step(run_metadata, start_us)
         return values
 
-    def _call(self, fn):
+    def _call(self, fn, examples=0):
         monitor = self._monitor
         if monitor is not None:
             monitor.started()
@@ -347,7 +353,7 @@ class DistributedSession(tf_session.SessionInterface):
             raise
         finally:
             if monitor is not None:
-                monitor.finished()
+                monitor.finished(examples)
 
     def make_callable(self, fetches, feed_list=None, accept_options=False):
         feed_list = list(feed_list or [])

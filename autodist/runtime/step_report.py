@@ -6,10 +6,14 @@
 A node launched by the chief reports on its stdout, framed
 (``autodist.runner.frames``), once a second::
 
-    {"steps": 42, "busy": 0.0, "step_s": 0.012}
+    {"steps": 42, "examples": 1344, "busy": 0.0, "step_s": 0.012}
 
-``steps`` session calls finished, ``busy`` seconds the current call has been
-running (0 when none is), ``step_s`` the median of the last calls' durations.
+``steps`` session calls finished, ``examples`` the rows those calls fed
+(each call's batch: the size of its feeds along the dimension the session
+splits them on; 0 for calls that feed nothing, e.g. an input pipeline),
+``busy`` seconds the current call has been running (0 when none is),
+``step_s`` the median of the last calls' durations. The chief's progress
+line (``autodist.runtime.progress``) adds them up over the nodes.
 The chief reads them off the node's output stream: a node that sits in one
 call for many times its usual step while the chief's script has ended is
 waiting for the chief (``waiting_for_chief``), and the coordinator stops the
@@ -34,21 +38,23 @@ class StepMonitor:
 
     def __init__(self, window=20):
         self.steps = 0
+        self.examples = 0
         self._started = None
         self._durations = collections.deque(maxlen=window)
 
     def started(self):
         self._started = time.monotonic()
 
-    def finished(self):
+    def finished(self, examples=0):
         started, self._started = self._started, None
         if started is not None:
             self._durations.append(time.monotonic() - started)
         self.steps += 1
+        self.examples += examples
 
     def snapshot(self):
         started = self._started
-        return {"steps": self.steps,
+        return {"steps": self.steps, "examples": self.examples,
                 "busy": round(time.monotonic() - started, 3) if started is not None else 0.0,
                 "step_s": round(statistics.median(self._durations), 4) if self._durations else 0.0}
 

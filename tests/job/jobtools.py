@@ -76,6 +76,23 @@ def job_dir(job_id):
     return os.path.expanduser("~/.autodist/jobs/job-" + job_id)
 
 
+def log_dir(job_id):
+    return os.path.expanduser("~/.autodist/logs/job-" + job_id)
+
+
+_NODE_LOG = re.compile(r"[^/]+-(server|worker)\.log\Z")
+
+
+def assert_only_logs_left(job_id):
+    """Nothing of the job is left but its node logs: the job directory is gone, the private log
+    directory holds one log per launched process and nothing else."""
+    assert not os.path.exists(job_dir(job_id))
+    logs = log_dir(job_id)
+    assert oct(os.stat(logs).st_mode & 0o777) == "0o700"
+    names = os.listdir(logs)
+    assert names and all(_NODE_LOG.match(name) and os.path.isfile(os.path.join(logs, name)) for name in names), names
+
+
 class Chief:
     """A chief process running ``argv`` (after ``python``) in its own process group."""
 

@@ -12,6 +12,8 @@ import tensorflow as tf
 from autodist.api import AutoDist
 from autodist.runtime.autorun import NUM_WORKERS_ENV, WORKER_INDEX_ENV, run_script
 from autodist.errors import CaptureError, SessionError
+from autodist.runner.console import is_chatter
+from autodist.runtime.server import READY
 from jobtools import REPO, job_processes
 
 SINGLE = os.path.join(REPO, "resource_specs", "single_node_cpu.yml")
@@ -195,6 +197,10 @@ def test_autodist_run_example_on_two_nodes_matches_one_device(reference, options
     code, out = _python(argv, 200)
     assert code == 0, out[-4000:]
     job_id = re.search(r"\[autodist\] job (\S+):", out).group(1)
+    # a clean console: no TensorFlow start-up lines and no handshake from any process; it names the logs
+    noise = [line for line in out.splitlines() if is_chatter(re.sub(r"^\[[^\]]+\] ", "", line)) or READY in line]
+    assert noise == [], out[-4000:]
+    assert "node logs in ~/.autodist/logs/job-" + job_id in out
     ref_steps, ref_weights = reference
     chief_steps, chief_weights = _lines(out, "")
     worker_steps, worker_weights = _lines(out, "[127.0.0.2] ")
@@ -243,3 +249,14 @@ def test_only_groups_of_initializers_are_taken_apart():
     assert recorder.asked[-1] == [count.initializer.name]   # global initializers drop out, local ones run
     session.run(mixed)
     assert recorder.asked[-1] == [mixed.name]          # not only initializers: run as it is
+
+
+def test_run_options_for_the_console_are_the_chiefs_and_verbose_reaches_every_node():
+    from autodist.cli import build_parser
+    from autodist.cli.run import worker_argv
+    args = build_parser().parse_args(["run", "-r", "spec.yml", "--verbose", "--steps", "5", "train.py", "--steps", "3"])
+    assert (args.verbose, args.steps, args.progress, args.script_args) == (True, 5, True, ["--steps", "3"])
+    assert build_parser().parse_args(["run", "-r", "spec.yml", "--no-progress", "train.py"]).progress is False
+    assert worker_argv("/s.yml", None, [], "/t.py", ["--steps", "3"], verbose=True) == [
+        "-m", "autodist", "run", "-r", "/s.yml", "--verbose", "/t.py", "--steps", "3"]
+    assert "--verbose" not in worker_argv("/s.yml", None, [], "/t.py", [])

@@ -5,7 +5,7 @@ import re
 import numpy as np
 import pytest
 
-from jobtools import REPO, SCRIPTS, job_dir, job_processes, linear_reference
+from jobtools import REPO, SCRIPTS, assert_only_logs_left, job_processes, linear_reference
 
 pytestmark = pytest.mark.slow
 
@@ -43,4 +43,4 @@ def test_two_jobs_at_once_on_one_host_each_train_their_own_numbers(chiefs):
         assert chief.wait(150) == 0, chief.output()[-4000:]
         check_numbers(chief, seed)
         assert job_processes(chief.job_id) == []
-        assert not os.path.exists(job_dir(chief.job_id))
+        assert_only_logs_left(chief.job_id)

@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from jobtools import REPO, SCRIPTS, job_dir, job_processes, wait_until
+from jobtools import REPO, SCRIPTS, assert_only_logs_left, job_dir, job_processes, log_dir, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -45,7 +45,7 @@ def _ended(chief, timeout=EXIT_BOUND):
     code = chief.wait(timeout)
     assert chief.job_id, chief.output()[-4000:]
     assert wait_until(lambda: job_processes(chief.job_id) == [], 10), job_processes(chief.job_id)
-    assert not os.path.exists(job_dir(chief.job_id))
+    assert_only_logs_left(chief.job_id)
     return code
 
 
@@ -88,6 +88,7 @@ def test_a_node_whose_chief_is_killed_exits_by_itself(chiefs, builder):
         assert wait_until(lambda: job_processes(job) == [], 30), job_processes(job)
     finally:
         shutil.rmtree(job_dir(job), ignore_errors=True)   # the chief's to remove; it was killed
+        shutil.rmtree(log_dir(job), ignore_errors=True)
 
 
 # -- 2. no global step ------------------------------------------------------------------------------

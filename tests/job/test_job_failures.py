@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from jobtools import REPO, SCRIPTS, job_dir, job_processes, wait_until
+from jobtools import REPO, SCRIPTS, assert_only_logs_left, job_processes, wait_until
 from test_job_concurrent import check_numbers
 
 pytestmark = pytest.mark.slow
@@ -60,7 +60,7 @@ def _assert_stopped(chief, killed_at, *expected):
         assert text in message
     assert "last lines of its log:" in message
     assert wait_until(lambda: job_processes(chief.job_id) == [], 5), job_processes(chief.job_id)
-    assert not os.path.exists(job_dir(chief.job_id))
+    assert_only_logs_left(chief.job_id)
     return message
 
 
@@ -125,4 +125,4 @@ def test_ctrl_c_or_sigterm_on_the_chief_stops_every_node(chiefs, sig, code, said
     assert exit_code != 0 and (code is None or exit_code == code), (exit_code, chief.output()[-3000:])
     assert said in chief.output()
     assert wait_until(lambda: job_processes(chief.job_id) == [], 5), job_processes(chief.job_id)
-    assert not os.path.exists(job_dir(chief.job_id))
+    assert_only_logs_left(chief.job_id)

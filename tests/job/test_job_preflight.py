@@ -7,7 +7,7 @@ from autodist.runtime.coordinator import Coordinator
 from autodist.errors import PreflightError
 from autodist.spec.resource_spec import ResourceSpec
 from autodist.runner import new_job_id
-from jobtools import job_dir, job_processes
+from jobtools import job_dir, job_processes, log_dir
 from sshd_fixture import unused_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.ssh]
@@ -28,7 +28,7 @@ def _launch(spec_data, tmp_path):
     coordinator = Coordinator(spec, job_id, preflight_timeout=30.0)
     with pytest.raises(PreflightError) as info:
         coordinator.launch(str(strategy), ["train.py"], str(tmp_path))
-    assert not os.path.exists(job_dir(job_id))
+    assert not os.path.exists(job_dir(job_id)) and not os.path.exists(log_dir(job_id))
     assert job_processes(job_id) == []
     assert coordinator.handles() == {}
     return info.value

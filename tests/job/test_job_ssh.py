@@ -5,7 +5,7 @@ import shutil
 import numpy as np
 import pytest
 
-from jobtools import SCRIPTS, job_dir, job_processes, linear_reference
+from jobtools import SCRIPTS, assert_only_logs_left, job_processes, linear_reference
 
 pytestmark = [pytest.mark.slow, pytest.mark.ssh]
 
@@ -45,4 +45,4 @@ def test_three_nodes_over_ssh_train_like_one_device_with_hostile_env_and_paths(s
     for where in (canary, os.path.expanduser("~/" + mark), str(tmp_path / mark), str(workdir / mark)):
         assert not os.path.exists(where)
     assert job_processes(chief.job_id) == []
-    assert not os.path.exists(job_dir(chief.job_id))
+    assert_only_logs_left(chief.job_id)

@@ -72,6 +72,7 @@ def launch(tmp_path):
         cluster = Cluster(fates)
         options.setdefault("poll_interval", 0.05)
         options.setdefault("sink", open(os.devnull, "w"))
+        options.setdefault("log_base", str(tmp_path / "logs"))
         coordinator = Coordinator(ResourceSpec.from_dict(SPEC), new_job_id(), runner_factory=cluster.factory,
                                   workdir_base=str(tmp_path), **options)
         strategy = tmp_path / "strategy.pb"
@@ -151,6 +152,48 @@ def test_finish_waits_for_scripts_stops_servers_and_removes_directories(launch, 
         assert runner.removed == [coordinator.workdir] and runner.closed
     assert not os.path.exists(os.path.join(str(tmp_path), "job-" + coordinator.job_id))
     coordinator.abort()   # idempotent
+
+
+def test_each_launched_process_logs_everything_into_a_private_directory_that_outlives_the_job(launch, tmp_path):
+    coordinator, cluster, _ = launch()
+    cluster.handles("worker")[0].emit("step 1 loss 0.5\n")
+    for worker in cluster.handles("worker"):
+        worker.finish(0)
+    coordinator.finish(timeout=10)
+    logs = os.path.join(str(tmp_path), "logs", "job-" + coordinator.job_id)
+    assert coordinator.logs.path == logs
+    assert oct(os.stat(logs).st_mode & 0o777) == "0o700"
+    assert sorted(os.listdir(logs)) == ["10.0.0.{}-{}.log".format(n, role) for n in (2, 3)
+                                        for role in ("server", "worker")]
+    assert open(os.path.join(logs, "10.0.0.2-server.log")).read() == "{} 5002\n".format(READY)
+    assert "step 1 loss 0.5" in open(os.path.join(logs, "10.0.0.2-worker.log")).read()
+    # nothing else of the job is left: the job directory is gone, the log base holds only this job's logs
+    assert sorted(os.listdir(str(tmp_path))) == ["logs", "strategy.pb"]
+    assert os.listdir(os.path.join(str(tmp_path), "logs")) == ["job-" + coordinator.job_id]
+
+
+def test_only_the_newest_job_logs_are_kept(launch, tmp_path):
+    base = tmp_path / "logs"
+    for age in range(25):
+        old = base / "job-20200101-0000{:02d}-0000abcd".format(age)
+        old.mkdir(parents=True)
+        os.utime(str(old), (1e9 + age, 1e9 + age))
+    (base / "notes.txt").write_text("not ours")
+    coordinator, _, _ = launch()
+    kept = sorted(os.listdir(str(base)))
+    assert len(kept) == 21 and "notes.txt" in kept and "job-" + coordinator.job_id in kept
+    assert "job-20200101-000024-0000abcd" in kept and "job-20200101-000005-0000abcd" not in kept
+
+
+def test_the_default_console_shows_node_lines_but_not_the_servers_handshake_or_chatter(launch, capsys):
+    coordinator, cluster, _ = launch(sink=None)
+    worker = cluster.handles("worker")[0]
+    worker.emit("WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
+                "step 1 loss 0.5\n")
+    assert wait_until(lambda: "step 1 loss 0.5" in worker.tail(5), 5.0)
+    out = capsys.readouterr().out
+    assert "[{}] step 1 loss 0.5".format(worker.name) in out and "node logs in " + coordinator.logs.path in out
+    assert READY not in out and "absl" not in out
 
 
 def test_finish_fails_a_script_that_does_not_end(launch):
@@ -255,3 +298,12 @@ def test_finish_waits_for_a_node_that_is_busy_outside_the_session(launch, monkey
         threading.Timer(1.0, worker.finish, args=(0,)).start()
     coordinator.finish(timeout=30)
     assert not any(h.terminated for h in workers)
+
+
+def test_a_verbose_console_shows_every_line(launch, capsys):
+    coordinator, cluster, _ = launch(sink=None, verbose=True)
+    worker = cluster.handles("worker")[0]
+    worker.emit("WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n")
+    assert wait_until(lambda: "absl" in worker.tail(5), 5.0)
+    out = capsys.readouterr().out
+    assert "{} 5002".format(READY) in out and "[{}] WARNING: All log messages".format(worker.name) in out

@@ -61,3 +61,59 @@ def test_a_member_waits_for_the_chiefs_strategy_a_bounded_time(tmp_path):
     context = _context(tmp_path, strategy_wait=0.3)
     with pytest.raises(LaunchError, match=r"node 127.0.0.2: the chief's strategy did not appear at .*s.pb"):
         load_strategy(context)
+
+
+class _FakeProgress:
+    made = []
+
+    def __init__(self, sample, chief, total_steps):
+        self.sample, self.chief, self.total_steps, self.stopped = sample, chief, total_steps, False
+        _FakeProgress.made.append(self)
+
+    def start(self):
+        return self
+
+    def stop(self):
+        self.stopped = True
+
+
+class _Handle:
+    report = (7.0, {"steps": 3, "examples": 96})
+
+
+class _Coordinator:
+    def handles(self):
+        return {("127.0.0.2", "worker"): _Handle(), ("127.0.0.2", "server"): _Handle()}
+
+
+def test_the_chief_shows_progress_from_its_own_steps_and_the_other_nodes_reports(monkeypatch, tmp_path):
+    import autodist.runtime.job as job_module
+    monkeypatch.setattr(job_module, "Progress", _FakeProgress)
+    _FakeProgress.made.clear()
+    member = Job(TWO_NODES, context=_context(tmp_path), progress=True)
+    monkeypatch.setattr(member, "_join", lambda item: "member session")
+    assert member.open(None) == "member session" and _FakeProgress.made == []   # members never show it
+    chief = Job(TWO_NODES, environ={}, progress=True, total_steps=50)
+    monkeypatch.setattr(chief, "_start", lambda item: "chief session")
+    assert chief.open(None) == "chief session"
+    progress, = _FakeProgress.made
+    assert progress.chief == "127.0.0.1" and progress.total_steps == 50
+    chief._monitor.started()
+    chief._monitor.finished(32)
+    chief._coordinator = _Coordinator()
+    samples = progress.sample()
+    assert samples["127.0.0.2"] == _Handle.report and set(samples) == {"127.0.0.1", "127.0.0.2"}
+    assert samples["127.0.0.1"][1]["steps"] == 1 and samples["127.0.0.1"][1]["examples"] == 32
+    chief._coordinator = None
+    chief.finish()
+    assert progress.stopped
+
+
+def test_no_progress_unless_asked(monkeypatch):
+    import autodist.runtime.job as job_module
+    monkeypatch.setattr(job_module, "Progress", _FakeProgress)
+    _FakeProgress.made.clear()
+    job = Job(TWO_NODES, environ={})
+    monkeypatch.setattr(job, "_start", lambda item: "session")
+    job.open(None)
+    assert _FakeProgress.made == []

@@ -119,6 +119,14 @@ def test_mapper_feeds_per_replica(job):
         mapper.feed(model["train"], 1)
 
 
+def test_a_calls_batch_is_its_first_split_feeds_size_along_the_split_axis(job):
+    session, model, _ = job
+    mapper = session._mapper
+    assert mapper.rows(_feed(model, 5)) == 5                               # rows of x (or ids)
+    assert mapper.rows({model["cols"]: np.zeros([2, 6], np.float32)}) == 6  # its split axis is 1
+    assert mapper.rows({model["scale"]: 2.0}) == 0 and mapper.rows(None) == 0   # nothing split: no batch
+
+
 def test_a_step_trains_every_replica_and_variables_give_their_synchronized_value(job):
     session, model, _ = job
     w_before, emb_before = session.run([model["w"], model["emb"]])
