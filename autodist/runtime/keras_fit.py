@@ -120,7 +120,14 @@ class KerasRunner:
     def _assignment(self):
         if self._job.session is None:
             self._ad.create_distributed_session()
-        return self._job.session.transform_result.assignment
+        assignment = self._job.session.transform_result.assignment
+        if assignment.ps_vars:
+            raise FunctionError(
+                "model.fit/evaluate under autodist synchronizes metrics with all-reduce, but the strategy puts {} "
+                "on parameter servers (a parameter-server step runs every gradient of the graph at once); use "
+                "AllReduce, PartitionedAR or Parallax for a dense model, or write the step with ad.function "
+                "(docs/keras.md)".format(sorted(v.op_name for v in assignment.ps_vars)[:3]))
+        return assignment
 
     def _shard(self, batch):
         """This node's rows of a global batch, and the batch's size."""

@@ -1,0 +1,132 @@
+"""autodist.runtime.keras_fit: model.fit/evaluate/predict on two CPU replicas equal single-device Keras.
+
+The reference is plain Keras, eager, on one device with the same seed, data and
+global batch; the distributed model is built and compiled in ``ad.scope()`` and
+trained with the same ``fit`` call. 50 rows in batches of 16 leave a last
+partial batch of 2 (one row per replica).
+"""
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from autodist import AutoDist
+from autodist.errors import FunctionError
+from autodist.kernel.assignment import Replica
+from autodist.runtime.keras_steps import node_share
+from autodist.strategies import PS, AllReduce, Parallax, PartitionedAR
+
+ROWS, BATCH = 50, 16
+
+
+def _data(kind):
+    rng = np.random.RandomState(0)
+    y = rng.randint(0, 3, ROWS).astype(np.int32)
+    if kind == "cnn":
+        return rng.rand(ROWS, 6, 6, 1).astype(np.float32), y
+    if kind == "embedding":
+        return rng.randint(0, 20, (ROWS, 5)).astype(np.int32), y
+    return rng.randn(ROWS, 4).astype(np.float32), y
+
+
+def _build(kind):
+    keras.utils.set_random_seed(1)
+    layers = {
+        "dense": [keras.Input((4,)), keras.layers.Dense(8, activation="relu")],
+        "cnn": [keras.Input((6, 6, 1)), keras.layers.Conv2D(4, 3, activation="relu"), keras.layers.Flatten()],
+        "embedding": [keras.Input((5,), dtype="int32"), keras.layers.Embedding(20, 4),
+                      keras.layers.GlobalAveragePooling1D()],
+    }[kind]
+    model = keras.Sequential(layers + [keras.layers.Dense(3)])
+    model.compile(optimizer=keras.optimizers.Adam(0.05),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy", keras.metrics.SparseCategoricalCrossentropy(from_logits=True, name="xent")])
+    return model
+
+
+def _session(kind, x, y, **fit):
+    model = _build(kind)
+    history = model.fit(x, y, batch_size=BATCH, shuffle=False, verbose=0, **fit).history
+    return model, history
+
+
+def _distributed(spec, builder, kind):
+    keras.backend.clear_session()
+    ad = AutoDist(spec, builder)
+    with tf.Graph().as_default(), ad.scope():
+        model = _build(kind)
+    return ad, model
+
+
+def _weights(ad, model):
+    return ad.session.run([w.value for w in model.weights if w.trainable])
+
+
+def _close(actual, expected, rtol=1e-4, atol=1e-5):
+    assert actual.keys() == expected.keys()
+    for name in expected:
+        np.testing.assert_allclose(actual[name], expected[name], rtol=rtol, atol=atol, err_msg=name)
+
+
+@pytest.mark.parametrize("kind,builder", [("dense", AllReduce()), ("dense", PartitionedAR()), ("dense", Parallax()),
+                                          ("cnn", AllReduce()), ("embedding", AllReduce())],
+                         ids=["dense-AllReduce", "dense-PartitionedAR", "dense-Parallax", "cnn-AllReduce",
+                              "embedding-AllReduce"])
+def test_fit_evaluate_predict_equal_single_device(spec, kind, builder):
+    x, y = _data(kind)
+    keras.backend.clear_session()
+    reference, expected = _session(kind, x, y, epochs=3, validation_data=(x[:20], y[:20]))
+    expected_eval = reference.evaluate(x, y, batch_size=BATCH, verbose=0)
+    expected_predict = reference.predict(x[:7], verbose=0)
+    expected_weights = [w.numpy() for w in reference.trainable_weights]
+
+    ad, model = _distributed(spec, builder, kind)
+    history = model.fit(x, y, batch_size=BATCH, epochs=3, shuffle=False, verbose=0,
+                        validation_data=(x[:20], y[:20])).history
+    _close(history, expected)
+    np.testing.assert_allclose(model.evaluate(x, y, batch_size=BATCH, verbose=0), expected_eval, rtol=1e-4)
+    np.testing.assert_allclose(model.predict(x[:7], verbose=0), expected_predict, rtol=1e-4, atol=1e-5)
+    for actual, want in zip(_weights(ad, model), expected_weights):
+        np.testing.assert_allclose(actual, want, rtol=1e-4, atol=1e-5)
+
+
+def test_fit_twice_a_dataset_and_early_stopping_follow_single_device(spec):
+    """fit(arrays) then fit(dataset) continue training; EarlyStopping stops both at the same epoch."""
+    x, y = _data("dense")
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH)
+    stop = lambda: keras.callbacks.EarlyStopping(monitor="loss", min_delta=0.05, patience=0)  # noqa: E731
+    keras.backend.clear_session()
+    reference, first = _session("dense", x, y, epochs=2)
+    second = reference.fit(dataset, epochs=30, verbose=0, callbacks=[stop()]).history
+    assert len(second["loss"]) < 30
+
+    ad, model = _distributed(spec, AllReduce(), "dense")
+    _close(model.fit(x, y, batch_size=BATCH, epochs=2, shuffle=False, verbose=0).history, first)
+    history = model.fit(dataset, epochs=30, verbose=0, callbacks=[stop()])
+    _close(history.history, second)
+    assert model.history is history
+
+
+def test_evaluate_first_and_a_returned_dict(spec):
+    x, y = _data("dense")
+    keras.backend.clear_session()
+    expected = _build("dense").evaluate(x, y, verbose=0, return_dict=True)
+    ad, model = _distributed(spec, AllReduce(), "dense")
+    _close(model.evaluate(x, y, verbose=0, return_dict=True), expected)
+
+
+def test_parameter_server_strategies_are_refused(spec):
+    x, y = _data("dense")
+    ad, model = _distributed(spec, PS(), "dense")
+    with pytest.raises(FunctionError, match="parameter servers"):
+        model.fit(x, y, batch_size=BATCH, verbose=0)
+
+
+def test_node_share_takes_this_nodes_replicas_parts():
+    class Assignment:
+        replicas = [Replica(0, 0, "/job:worker/task:0/cpu:0", ""), Replica(-1, 1, "/job:worker/task:1/cpu:0", ""),
+                    Replica(1, 2, "/job:worker/task:0/cpu:1", "")]
+        num_replicas = 3
+    # 7 rows split 3, 2, 2 over the job's replicas; this node holds the first and the third.
+    np.testing.assert_array_equal(node_share(7, Assignment), [0, 1, 2, 5, 6])
+    np.testing.assert_array_equal(node_share(1, Assignment), [0])
