@@ -15,33 +15,8 @@ from autodist.errors import FunctionError
 from autodist.kernel.assignment import Replica
 from autodist.runtime.keras_steps import node_share
 from autodist.strategies import PS, AllReduce, Parallax, PartitionedAR
+from keras_fit_models import BATCH, build as _build, data as _data
 
-ROWS, BATCH = 50, 16
-
-
-def _data(kind):
-    rng = np.random.RandomState(0)
-    y = rng.randint(0, 3, ROWS).astype(np.int32)
-    if kind == "cnn":
-        return rng.rand(ROWS, 6, 6, 1).astype(np.float32), y
-    if kind == "embedding":
-        return rng.randint(0, 20, (ROWS, 5)).astype(np.int32), y
-    return rng.randn(ROWS, 4).astype(np.float32), y
-
-
-def _build(kind):
-    keras.utils.set_random_seed(1)
-    layers = {
-        "dense": [keras.Input((4,)), keras.layers.Dense(8, activation="relu")],
-        "cnn": [keras.Input((6, 6, 1)), keras.layers.Conv2D(4, 3, activation="relu"), keras.layers.Flatten()],
-        "embedding": [keras.Input((5,), dtype="int32"), keras.layers.Embedding(20, 4),
-                      keras.layers.GlobalAveragePooling1D()],
-    }[kind]
-    model = keras.Sequential(layers + [keras.layers.Dense(3)])
-    model.compile(optimizer=keras.optimizers.Adam(0.05),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=["accuracy", keras.metrics.SparseCategoricalCrossentropy(from_logits=True, name="xent")])
-    return model
 
 
 def _session(kind, x, y, **fit):
