@@ -34,6 +34,7 @@ import numpy as np
 import tensorflow as tf
 
 from autodist.errors import FunctionError
+from autodist.runtime.keras_state import ModelState, VariableAccess, route_learning_rate
 from autodist.runtime.keras_steps import KerasSteps, node_share
 
 __all__ = ["KerasRunner", "attach"]
@@ -105,17 +106,37 @@ class KerasRunner:
                     ("train_step", "test_step", "predict_step", "sync_metrics", "read_metrics",
                      "reset_metrics")}
         self._local = None    # a local session computing metric results from global state
+        self._state = None    # ModelState: the model's variables for callbacks, once traced
+        self._tracing = False
 
     # -- tracing and running -------------------------------------------------------------------
     def _trace(self, batch):
         """Trace every step for this batch's signature (before any run: one session serves them all)."""
         x, y, sample_weight = batch
-        self._fn["train_step"].trace(x, y, sample_weight, np.float32(1.0))
-        self._fn["test_step"].trace(x, y, sample_weight)
-        self._fn["predict_step"].trace(x)
-        self._fn["sync_metrics"].trace(np.float64(1.0))
-        for name in ("read_metrics", "reset_metrics"):
-            self._fn[name].trace()
+        self._tracing = True
+        try:
+            self._fn["train_step"].trace(x, y, sample_weight, np.float32(1.0))
+            self._fn["test_step"].trace(x, y, sample_weight)
+            self._fn["predict_step"].trace(x)
+            self._fn["sync_metrics"].trace(np.float64(1.0))
+            for name in ("read_metrics", "reset_metrics"):
+                self._fn[name].trace()
+        finally:
+            self._tracing = False
+        if self._state is None:
+            self._route_state()
+
+    def _route_state(self):
+        """The model's weights and learning rate for callbacks go through the session (``keras_state``)."""
+        import keras
+        self._state = ModelState(self._ad, self._job, self.model)
+        for name in ("get_weights", "set_weights", "save_weights", "save"):
+            object.__setattr__(self.model, name, getattr(self._state, name))
+        optimizer = self.model.optimizer
+        rate = getattr(optimizer, "_learning_rate", None)
+        if rate is not None and not isinstance(rate, keras.optimizers.schedules.LearningRateSchedule):
+            access = VariableAccess(self._job, [rate], self._ad.graph_item.graph)
+            route_learning_rate(optimizer, access, lambda: self._tracing)
 
     def _assignment(self):
         if self._job.session is None:
@@ -229,7 +250,11 @@ class KerasRunner:
     def predict(self, x, batch_size=None, verbose="auto", callbacks=None):
         """Keras' ``predict``: every batch split over this node's replicas; every node returns all rows."""
         batches = _Batches(x, None, None, batch_size, False, "predict")
-        self._fn["predict_step"].trace(_example(batches)[0])
+        self._tracing = True
+        try:
+            self._fn["predict_step"].trace(_example(batches)[0])
+        finally:
+            self._tracing = False
         callbacks = self._callbacks(callbacks, verbose, epochs=1, steps=batches.steps())
         callbacks.on_predict_begin()
         outputs = []

@@ -105,3 +105,51 @@ def test_node_share_takes_this_nodes_replicas_parts():
     # 7 rows split 3, 2, 2 over the job's replicas; this node holds the first and the third.
     np.testing.assert_array_equal(node_share(7, Assignment), [0, 1, 2, 5, 6])
     np.testing.assert_array_equal(node_share(1, Assignment), [0])
+
+
+def _callbacks(directory):
+    return [keras.callbacks.LearningRateScheduler(lambda epoch, rate: rate * 2.0),
+            keras.callbacks.EarlyStopping(monitor="val_loss", patience=1, restore_best_weights=True),
+            keras.callbacks.ModelCheckpoint(str(directory / "best.weights.h5"), monitor="val_loss",
+                                            save_best_only=True, save_weights_only=True),
+            keras.callbacks.ModelCheckpoint(str(directory / "last.keras")),
+            keras.callbacks.CSVLogger(str(directory / "log.csv"))]
+
+
+def test_callbacks_learning_rate_early_stopping_and_checkpoints_as_on_one_device(spec, tmp_path):
+    """The schedule, the stop, the restored best weights and the files equal the single-device run's."""
+    x, y = _data("dense")
+    fit = dict(epochs=12, validation_data=(x[:20], y[:20]))
+    (tmp_path / "one").mkdir()
+    (tmp_path / "dist").mkdir()
+    keras.backend.clear_session()
+    reference, expected = _session("dense", x, y, callbacks=_callbacks(tmp_path / "one"), **fit)
+    assert len(expected["loss"]) < 12 and expected["learning_rate"][1] == 2 * expected["learning_rate"][0]
+    expected_weights = reference.get_weights()
+
+    ad, model = _distributed(spec, AllReduce(), "dense")
+    history = model.fit(x, y, batch_size=BATCH, shuffle=False, verbose=0, callbacks=_callbacks(tmp_path / "dist"),
+                        **fit).history
+    _close(history, expected)
+    for actual, want in zip(model.get_weights(), expected_weights):
+        np.testing.assert_allclose(actual, want, rtol=1e-4, atol=1e-5)
+    assert (tmp_path / "dist" / "log.csv").read_text().splitlines()[0] == \
+        (tmp_path / "one" / "log.csv").read_text().splitlines()[0]
+    keras.backend.clear_session()
+    for name in ("one", "dist"):   # files single-device Keras loads, holding the same values
+        loaded = _build("dense")
+        loaded.load_weights(str(tmp_path / name / "best.weights.h5"))
+        for actual, want in zip(loaded.get_weights(), expected_weights):
+            np.testing.assert_allclose(actual, want, rtol=1e-4, atol=1e-5)
+    last = [keras.models.load_model(str(tmp_path / name / "last.keras")).predict(x, verbose=0)
+            for name in ("one", "dist")]
+    np.testing.assert_allclose(last[1], last[0], rtol=1e-4, atol=1e-5)
+
+
+def test_tensorboard_writes_the_epoch_logs(spec, tmp_path):
+    pytest.importorskip("tensorboard", reason="the TensorBoard callback needs the tensorboard package")
+    x, y = _data("dense")
+    ad, model = _distributed(spec, AllReduce(), "dense")
+    model.fit(x, y, batch_size=BATCH, epochs=2, verbose=0,
+              callbacks=[keras.callbacks.TensorBoard(str(tmp_path), write_graph=False)])
+    assert list((tmp_path / "train").glob("events.out.tfevents.*"))
