@@ -103,8 +103,7 @@ class KerasRunner:
         self._ad, self._job, self.model = autodist, job, model
         self.steps = KerasSteps(model)
         self._fn = {name: autodist.function(getattr(self.steps, name)) for name in
-                    ("train_step", "test_step", "predict_step", "sync_metrics", "read_metrics",
-                     "reset_metrics")}
+                    ("train_step", "test_step", "predict_step", "sync_metrics", "reset_metrics")}
         self._local = None    # a local session computing metric results from global state
         self._state = None    # ModelState: the model's variables for callbacks, once traced
         self._tracing = False
@@ -119,8 +118,7 @@ class KerasRunner:
             self._fn["test_step"].trace(x, y, sample_weight)
             self._fn["predict_step"].trace(x)
             self._fn["sync_metrics"].trace(np.float64(1.0))
-            for name in ("read_metrics", "reset_metrics"):
-                self._fn[name].trace()
+            self._fn["reset_metrics"].trace()
         finally:
             self._tracing = False
         if self._state is None:
@@ -167,8 +165,7 @@ class KerasRunner:
 
     def _logs(self):
         """Add the last step's metric updates to the global state; the metrics' results over the whole job."""
-        self._fn["sync_metrics"](np.float64(self._assignment().num_replicas))
-        values = self._fn["read_metrics"]()
+        values = self._fn["sync_metrics"](np.float64(self._assignment().num_replicas))
         results = self.steps.results
         if self._local is None:
             self._local = tf.compat.v1.Session(graph=self._ad.graph_item.graph)

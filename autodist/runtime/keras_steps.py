@@ -67,7 +67,7 @@ class MetricState:
         self.variables = None
 
     def synchronize(self, variables, replicas):
-        """Add every replica's metric variables to the accumulators, then zero them."""
+        """Add every replica's metric variables to the accumulators, then zero them; returns the sums after."""
         deltas = [tf.cast(v.read_value(), tf.float64) for v in variables]
         if self.accumulators is None:
             graph = tf.compat.v1.get_default_graph()
@@ -76,10 +76,12 @@ class MetricState:
                                      for i, v in enumerate(variables)]
         grads = [-delta * tf.cast(replicas, tf.float64) for delta in deltas]
         optimizer = tf.compat.v1.train.GradientDescentOptimizer(1.0, name="autodist_metrics")
-        optimizer.apply_gradients(zip(grads, self.accumulators))
+        update = optimizer.apply_gradients(zip(grads, self.accumulators))
         with tf.control_dependencies(deltas):
             for variable in variables:
                 variable.assign(tf.zeros(variable.shape, variable.dtype))
+        with tf.control_dependencies([update]):
+            return [tf.identity(a.read_value()) for a in self.accumulators]
 
     def reset(self):
         """Zero the accumulators: a write in every replica (mirrored copies and PS variables alike)."""
@@ -110,11 +112,11 @@ class MetricResults:
 
 
 class KerasSteps:
-    """The train, test and predict steps of one compiled model, and the global metric state's sync, read, reset.
+    """The train, test and predict steps of one compiled model, and the global metric state's sync and reset.
 
     A train or test step leaves its shard's metric updates in the replica's
     metric variables; ``sync_metrics`` (its own run, right after) moves them to
-    the accumulators; ``read_metrics`` (the next run) fetches those.
+    the accumulators and returns their new values.
     """
 
     def __init__(self, model):
@@ -148,12 +150,10 @@ class KerasSteps:
 
     def sync_metrics(self, replicas):
         variables = [tf_variable(v) for v in metric_variables(self.model)]
-        self.state.synchronize(variables, replicas)
+        totals = self.state.synchronize(variables, replicas)
         if self.results is None:
             self.results = MetricResults(self.model, variables, tf.compat.v1.get_default_graph())
-
-    def read_metrics(self):
-        return self.state.accumulators
+        return totals
 
     def reset_metrics(self):
         self.state.reset()
