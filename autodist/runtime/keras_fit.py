@@ -25,8 +25,10 @@ run the steps of ``autodist.runtime.keras_steps`` through ``ad.function``:
   the whole cluster, equal to the single-device run's.
 - **Callbacks** run on every node on those same logs, so every node takes the
   same decisions (``EarlyStopping``, ``model.stop_training``) and stays in step;
-  the progress bar is the chief's only. As with Keras' multi-worker training,
-  a callback that writes files writes on every node.
+  the progress bar is the chief's only. The model's weights and learning rate
+  they read and set go through the session (``keras_state``; checkpoints are
+  written by the chief). As with Keras' multi-worker training, other callbacks
+  that write files write on every node.
 - The first call traces every step (train, test, predict) before the session
   opens, so later calls (``fit`` again, ``evaluate``, ``predict``) reuse it.
 """
@@ -178,8 +180,9 @@ class KerasRunner:
         if isinstance(callbacks, keras.callbacks.CallbackList):
             return callbacks
         verbose = 1 if verbose == "auto" else verbose
-        return keras.callbacks.CallbackList(callbacks, add_history=True, add_progbar=bool(verbose) and self._ad.is_chief,
-                                            model=self.model, verbose=verbose, **params)
+        progbar = bool(verbose) and self._ad.is_chief
+        return keras.callbacks.CallbackList(callbacks, add_history=True, add_progbar=progbar, model=self.model,
+                                            verbose=verbose, **params)
 
     def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None, validation_split=0.0,
             validation_data=None, shuffle=True, sample_weight=None, initial_epoch=0, validation_batch_size=None,

@@ -39,10 +39,10 @@ def main(spec, builder, kind):
         model = build(kind)
     history = model.fit(x, y, **fit).history
     history_diff = max(_diff(history[name], expected[name]) for name in expected)
+    evaluate_diff = _diff(model.evaluate(x, y, verbose=0), expected_eval)
+    predict_diff = _diff(model.predict(x[:9], verbose=0), expected_predict)
     print("KERAS_FIT node={} keys={} history={:.2e} evaluate={:.2e} predict={:.2e}".format(
-        ad.worker_index, sorted(history) == sorted(expected), history_diff,
-        _diff(model.evaluate(x, y, verbose=0), expected_eval), _diff(model.predict(x[:9], verbose=0), expected_predict)),
-        flush=True)
+        ad.worker_index, sorted(history) == sorted(expected), history_diff, evaluate_diff, predict_diff), flush=True)
 
 
 if __name__ == "__main__":
