@@ -16,13 +16,15 @@ run the steps of ``autodist.runtime.keras_steps`` through ``ad.function``:
   batches (shuffled per epoch with a seed every node shares, or in order with
   ``shuffle=False``), the last one partial as in Keras; a ``tf.data.Dataset``
   yields global batches (iterated eagerly, so ``fit`` runs outside the
-  ``with tf.Graph().as_default()`` block). Each node feeds its replicas' rows
-  of every batch (``keras_steps.node_share``), so an epoch visits each example
-  once across the cluster. ``predict`` feeds every batch whole to each node's
-  own replicas (no step synchronizes) and returns all rows on every node.
-- **Logs.** After each step the accumulated global metric state is read and
-  the metrics' results are computed from it, so every node holds the logs of
-  the whole cluster, equal to the single-device run's.
+  ``with tf.Graph().as_default()`` block). In ``fit`` each node feeds its
+  replicas' rows of every batch (``keras_steps.node_share``), so an epoch visits
+  each example once across the cluster. ``evaluate`` and ``predict`` feed every
+  batch whole to each node's own replicas (no step synchronizes, nodes need not
+  wait for each other), so every node holds every result.
+- **Logs.** After each training step the job's accumulated metric state is read
+  and the metrics' results are computed from it (``keras_steps``); evaluation
+  sums its replicas' additions. Every node holds the logs of the whole job,
+  equal to the single-device run's.
 - **Callbacks** run on every node on those same logs, so every node takes the
   same decisions (``EarlyStopping``, ``model.stop_training``) and stays in step;
   the progress bar is the chief's only. The model's weights and learning rate
@@ -105,7 +107,7 @@ class KerasRunner:
         self._ad, self._job, self.model = autodist, job, model
         self.steps = KerasSteps(model)
         self._fn = {name: autodist.function(getattr(self.steps, name)) for name in
-                    ("train_step", "test_step", "predict_step", "sync_metrics", "reset_metrics")}
+                    ("train_step", "test_step", "predict_step", "read_metrics")}
         self._local = None    # a local session computing metric results from global state
         self._state = None    # ModelState: the model's variables for callbacks, once traced
         self._tracing = False
@@ -116,11 +118,10 @@ class KerasRunner:
         x, y, sample_weight = batch
         self._tracing = True
         try:
-            self._fn["train_step"].trace(x, y, sample_weight, np.float32(1.0))
+            self._fn["train_step"].trace(x, y, sample_weight, np.float32(1.0), np.float64(1.0))
             self._fn["test_step"].trace(x, y, sample_weight)
             self._fn["predict_step"].trace(x)
-            self._fn["sync_metrics"].trace(np.float64(1.0))
-            self._fn["reset_metrics"].trace()
+            self._fn["read_metrics"].trace()
         finally:
             self._tracing = False
         if self._state is None:
@@ -141,14 +142,7 @@ class KerasRunner:
     def _assignment(self):
         if self._job.session is None:
             self._ad.create_distributed_session()
-        assignment = self._job.session.transform_result.assignment
-        if assignment.ps_vars:
-            raise FunctionError(
-                "model.fit/evaluate under autodist synchronizes metrics with all-reduce, but the strategy puts {} "
-                "on parameter servers (a parameter-server step runs every gradient of the graph at once); use "
-                "AllReduce, PartitionedAR or Parallax for a dense model, or write the step with ad.function "
-                "(docs/keras.md)".format(sorted(v.op_name for v in assignment.ps_vars)[:3]))
-        return assignment
+        return self._job.session.transform_result.assignment
 
     def _shard(self, batch):
         """This node's rows of a global batch, and the batch's size."""
@@ -159,15 +153,19 @@ class KerasRunner:
 
     def _run_train(self, batch):
         (x, y, sample_weight), rows = self._shard(batch)
-        self._fn["train_step"](x, y, sample_weight, np.float32(self._assignment().num_replicas / rows))
+        replicas = self._assignment().num_replicas
+        self._fn["train_step"](x, y, sample_weight, np.float32(replicas / rows), np.float64(replicas))
 
     def _run_test(self, batch):
-        (x, y, sample_weight), _ = self._shard(batch)
-        self._fn["test_step"](x, y, sample_weight)
+        """The batch's metric state: every row evaluated on this node's replicas (no step synchronizes)."""
+        x, y, sample_weight = batch
+        return [np.sum(part, axis=0) for part in self._fn["test_step"](x, y, sample_weight)]
 
-    def _logs(self):
-        """Add the last step's metric updates to the global state; the metrics' results over the whole job."""
-        values = self._fn["sync_metrics"](np.float64(self._assignment().num_replicas))
+    def _read(self):
+        return [np.asarray(value) for value in self._fn["read_metrics"]()]
+
+    def _logs(self, values):
+        """The metrics' results for the metric state ``values`` (one array per metric variable)."""
         results = self.steps.results
         if self._local is None:
             self._local = tf.compat.v1.Session(graph=self._ad.graph_item.graph)
@@ -212,26 +210,26 @@ class KerasRunner:
         return self.model.history
 
     def _fit_epoch(self, batches, epoch, callbacks):
-        self._fn["reset_metrics"]()
+        base = self._read()       # the job's training metric state so far: this epoch's is what it adds
         callbacks.on_epoch_begin(epoch)
         logs = {}
         for step, batch in enumerate(batches.epoch(epoch)):
             callbacks.on_train_batch_begin(step)
             self._run_train(batch)
-            logs = self._logs()
+            logs = self._logs([now - before for now, before in zip(self._read(), base)])
             callbacks.on_train_batch_end(step, logs)
             if self.model.stop_training:
                 break
         return dict(logs)
 
     def _evaluate_loop(self, batches, callbacks):
-        self._fn["reset_metrics"]()
         callbacks.on_test_begin()
-        logs = {}
+        logs, state = {}, None
         for step, batch in enumerate(batches.epoch(0)):
             callbacks.on_test_batch_begin(step)
-            self._run_test(batch)
-            logs = self._logs()
+            added = self._run_test(batch)
+            state = added if state is None else [total + part for total, part in zip(state, added)]
+            logs = self._logs(state)
             callbacks.on_test_batch_end(step, logs)
         callbacks.on_test_end(logs)
         return logs

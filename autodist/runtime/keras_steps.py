@@ -2,37 +2,43 @@
 
 Each replica runs Keras' own pieces (the model's call, ``_compute_loss``, the
 loss tracker, ``compute_metrics``, the optimizer) on its shard of the global
-batch of ``N`` rows. Two things make the result the single-device one:
+batch of ``N`` rows. Three things make the result the single-device one:
 
 - **Gradients.** Replica ``r`` holds ``n_r`` rows and differentiates
   ``loss_r * n_r * R / N``; the strategy averages gradients over the ``R``
   replicas, which gives ``sum_r n_r / N * grad(loss_r) = grad(loss)`` of the
   global batch, also for uneven shards (the last partial batch).
-- **Metrics.** Keras' metric variables (totals, counts, confusion counts) are
-  per replica (mirrored). Every step a replica reads what its shard added and
-  zeroes them again; the additions reach a global *accumulator* per metric
-  variable through the strategy's own gradient synchronization::
+- **Training metrics.** Keras' metric variables (totals, counts, confusion
+  counts) are per replica (mirrored). In the train step, after its updates, a
+  replica reads what its shard added and zeroes them again; the additions reach
+  a global *accumulator* per metric variable through the strategy's own
+  gradient synchronization, in the same step (the step is the graph's only
+  gradient-bearing trace, as a parameter-server step requires)::
 
       delta_r = metric vars after the shard's update      (then reset to 0)
       grad(accumulator) = -delta_r * R   --average over replicas-->  -sum_r delta_r
       accumulator -= 1.0 * grad          (gradient descent, rate 1)  => += sum_r delta_r
 
-  so the accumulators hold the metric state of the whole cluster, the same on
-  every node. ``metric.result()`` is then computed locally, on this process,
-  from the accumulated values (their reads are fed). Metric state must
-  therefore be additive (sums and counts: every built-in metric; a custom
-  ``keras.metrics.Metric`` whose ``update_state`` adds to its variables).
+  so the accumulators hold the metric state of the whole job, the same on every
+  node. ``metric.result()`` is then computed locally, in this process, from
+  accumulated values (its variable reads are fed: ``MetricResults``).
+- **Evaluation metrics.** The test step has no gradient: each node evaluates
+  every batch on its own replicas and returns each replica's additions
+  (concatenated over the node's replicas); their sum is the batch's state.
 
-The step functions are plain Python functions of numpy arguments traced by
-``autodist.runtime.function.DistributedFunction``: one trace per input
+Metric state must therefore be additive (sums and counts: every built-in
+metric; a custom ``keras.metrics.Metric`` whose ``update_state`` adds to its
+variables). The step functions are plain Python functions of numpy arguments
+traced by ``autodist.runtime.function.DistributedFunction``: one trace per input
 signature, run by the AutoDist's distributed session.
 """
 import numpy as np
 import tensorflow as tf
 
+from autodist.capture.keras import collect_state_updates
 from autodist.capture.queries import ops_since, tf_variable
 
-__all__ = ["MetricState", "MetricResults", "KerasSteps", "node_share"]
+__all__ = ["MetricState", "MetricResults", "KerasSteps", "metric_variables", "node_share"]
 
 
 def metric_variables(model):
@@ -54,21 +60,29 @@ def _rows(x):
     return tf.shape(tf.nest.flatten(x)[0])[0]
 
 
+def _take_deltas(variables, updates):
+    """Each metric variable's value after ``updates`` (float64), and the ops zeroing them after that read."""
+    with tf.control_dependencies(updates):
+        deltas = [tf.cast(v.read_value(), tf.float64) for v in variables]
+    with tf.control_dependencies(deltas):
+        resets = [v.assign(tf.zeros(v.shape, v.dtype)) for v in variables]
+    return deltas, resets
+
+
 class MetricState:
-    """One float64 accumulator per metric variable: the metric state of the whole job (module docstring).
+    """One float64 accumulator per metric variable: the training metric state of the whole job.
 
     The accumulators are float64 so that their gradients never share a fused
-    all-reduce with a model's float32 gradients (fused gradients run
-    together), and so that long sums and counts stay exact.
+    all-reduce with a model's float32 gradients, and so that long sums and
+    counts stay exact.
     """
 
     def __init__(self):
         self.accumulators = None
-        self.variables = None
 
-    def synchronize(self, variables, replicas):
-        """Add every replica's metric variables to the accumulators, then zero them; returns the sums after."""
-        deltas = [tf.cast(v.read_value(), tf.float64) for v in variables]
+    def accumulate(self, variables, updates, replicas):
+        """Add every replica's metric additions (made by ``updates``) to the accumulators, then zero them."""
+        deltas, _ = _take_deltas(variables, updates)
         if self.accumulators is None:
             graph = tf.compat.v1.get_default_graph()
             with tf.init_scope(), graph.name_scope(None), graph.name_scope("autodist_metrics"):
@@ -76,17 +90,7 @@ class MetricState:
                                      for i, v in enumerate(variables)]
         grads = [-delta * tf.cast(replicas, tf.float64) for delta in deltas]
         optimizer = tf.compat.v1.train.GradientDescentOptimizer(1.0, name="autodist_metrics")
-        update = optimizer.apply_gradients(zip(grads, self.accumulators))
-        with tf.control_dependencies(deltas):
-            for variable in variables:
-                variable.assign(tf.zeros(variable.shape, variable.dtype))
-        with tf.control_dependencies([update]):
-            return [tf.identity(a.read_value()) for a in self.accumulators]
-
-    def reset(self):
-        """Zero the accumulators: a write in every replica (mirrored copies and PS variables alike)."""
-        for accumulator in self.accumulators or ():
-            accumulator.assign(tf.zeros(accumulator.shape, accumulator.dtype))
+        optimizer.apply_gradients(zip(grads, self.accumulators))
 
 
 class MetricResults:
@@ -112,51 +116,53 @@ class MetricResults:
 
 
 class KerasSteps:
-    """The train, test and predict steps of one compiled model, and the global metric state's sync and reset.
-
-    A train or test step leaves its shard's metric updates in the replica's
-    metric variables; ``sync_metrics`` (its own run, right after) moves them to
-    the accumulators and returns their new values.
-    """
+    """The train, test and predict steps of one compiled model, and the reads of the training metric state."""
 
     def __init__(self, model):
         self.model = model
         self.state = MetricState()
-        self.results = None      # MetricResults, built with the synchronization
+        self.results = None      # MetricResults, built by the first step traced
 
-    def train_step(self, x, y, sample_weight, loss_scale):
+    def _variables(self):
+        variables = [tf_variable(v) for v in metric_variables(self.model)]
+        if self.results is None:
+            self.results = MetricResults(self.model, variables, tf.compat.v1.get_default_graph())
+        return variables
+
+    def train_step(self, x, y, sample_weight, loss_scale, replicas):
         model = self.model
         rows = _rows(x)
         with tf.GradientTape() as tape:
-            y_pred = _call(model, x, training=True)
-            loss = model._compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True)
-            model._loss_tracker.update_state(loss, sample_weight=rows)
+            with collect_state_updates() as forward:
+                y_pred = _call(model, x, training=True)
+                loss = model._compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True)
+                model._loss_tracker.update_state(loss, sample_weight=rows)
             scaled = loss * tf.cast(rows, loss.dtype) * tf.cast(loss_scale, loss.dtype)
             if model.optimizer is not None:
                 scaled = model.optimizer.scale_loss(scaled)
         weights = model.trainable_weights
         model.optimizer.apply_gradients(zip(tape.gradient(scaled, weights), weights))
-        model.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+        with collect_state_updates() as metrics:
+            model.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+        self.state.accumulate(self._variables(), forward + metrics, replicas)
 
     def test_step(self, x, y, sample_weight):
+        """This node's replicas' metric additions for the batch, one row per replica (module docstring)."""
         model = self.model
-        y_pred = _call(model, x, training=False)
-        loss = model._compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=False)
-        model._loss_tracker.update_state(loss, sample_weight=_rows(x))
-        model.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+        with collect_state_updates() as updates:
+            y_pred = _call(model, x, training=False)
+            loss = model._compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=False)
+            model._loss_tracker.update_state(loss, sample_weight=_rows(x))
+            model.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+        deltas, _ = _take_deltas(self._variables(), updates)
+        # One row per replica, its first dimension hidden from the graph: the session concatenates them.
+        return [tf.compat.v1.placeholder_with_default(d[None], [None] + d.shape.as_list()) for d in deltas]
 
     def predict_step(self, x):
         return _call(self.model, x, training=False)
 
-    def sync_metrics(self, replicas):
-        variables = [tf_variable(v) for v in metric_variables(self.model)]
-        totals = self.state.synchronize(variables, replicas)
-        if self.results is None:
-            self.results = MetricResults(self.model, variables, tf.compat.v1.get_default_graph())
-        return totals
-
-    def reset_metrics(self):
-        self.state.reset()
+    def read_metrics(self):
+        return self.state.accumulators
 
 
 def node_share(rows, assignment):

@@ -11,10 +11,9 @@ import pytest
 import tensorflow as tf
 
 from autodist import AutoDist
-from autodist.errors import FunctionError
 from autodist.kernel.assignment import Replica
 from autodist.runtime.keras_steps import node_share
-from autodist.strategies import PS, AllReduce, Parallax, PartitionedAR
+from autodist.strategies import PS, AllReduce, Parallax, PartitionedAR, PSLoadBalancing
 from keras_fit_models import BATCH, build as _build, data as _data
 
 
@@ -43,10 +42,11 @@ def _close(actual, expected, rtol=1e-4, atol=1e-5):
         np.testing.assert_allclose(actual[name], expected[name], rtol=rtol, atol=atol, err_msg=name)
 
 
-@pytest.mark.parametrize("kind,builder", [("dense", AllReduce()), ("dense", PartitionedAR()), ("dense", Parallax()),
-                                          ("cnn", AllReduce()), ("embedding", AllReduce())],
-                         ids=["dense-AllReduce", "dense-PartitionedAR", "dense-Parallax", "cnn-AllReduce",
-                              "embedding-AllReduce"])
+@pytest.mark.parametrize("kind,builder", [("dense", AllReduce()), ("dense", PS()), ("dense", PartitionedAR()),
+                                          ("cnn", PSLoadBalancing()), ("embedding", AllReduce()),
+                                          ("embedding", Parallax())],
+                         ids=["dense-AllReduce", "dense-PS", "dense-PartitionedAR", "cnn-PSLoadBalancing",
+                              "embedding-AllReduce", "embedding-Parallax"])
 def test_fit_evaluate_predict_equal_single_device(spec, kind, builder):
     x, y = _data(kind)
     keras.backend.clear_session()
@@ -88,13 +88,6 @@ def test_evaluate_first_and_a_returned_dict(spec):
     expected = _build("dense").evaluate(x, y, verbose=0, return_dict=True)
     ad, model = _distributed(spec, AllReduce(), "dense")
     _close(model.evaluate(x, y, verbose=0, return_dict=True), expected)
-
-
-def test_parameter_server_strategies_are_refused(spec):
-    x, y = _data("dense")
-    ad, model = _distributed(spec, PS(), "dense")
-    with pytest.raises(FunctionError, match="parameter servers"):
-        model.fit(x, y, batch_size=BATCH, verbose=0)
 
 
 def test_node_share_takes_this_nodes_replicas_parts():
