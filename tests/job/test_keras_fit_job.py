@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow
 LOOPBACK = os.path.join(REPO, "resource_specs", "loopback_two_nodes.yml")
 
 
-@pytest.mark.parametrize("kind,builder", [("dense", "AllReduce"), ("embedding", "PartitionedAR")])
+@pytest.mark.parametrize("kind,builder", [("dense", "PS"), ("embedding", "AllReduce")])
 def test_fit_on_two_nodes_equals_single_device(kind, builder):
     done = subprocess.run([sys.executable, os.path.join(SCRIPTS, "keras_fit_job.py"), LOOPBACK, builder, kind],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
