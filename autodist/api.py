@@ -24,7 +24,7 @@ import os
 import tensorflow as tf
 
 from autodist.capture.graph_item import GraphItem
-from autodist.capture.keras import guard_keras_loops
+from autodist.capture.keras import guard_keras_loops, on_compile
 from autodist.capture.optimizers import capture_optimizers
 from autodist.errors import CaptureError, SessionError
 from autodist.runtime.job import Job
@@ -101,12 +101,17 @@ class AutoDist:
         graph = tf.compat.v1.get_default_graph()
         if self._graph_item is None or self._graph_item.graph is not graph:
             self._graph_item = GraphItem(graph=graph)
-        with capture_optimizers(), guard_keras_loops(), self._graph_item.as_default():
+        with capture_optimizers(), guard_keras_loops(), on_compile(self._attach_keras), self._graph_item.as_default():
             try:
                 yield self
             except SystemExit as e:   # an error status ends the job at once (Job.chief_exiting)
                 self._job.chief_exiting(e.code)
                 raise
+
+    def _attach_keras(self, model):
+        """A model compiled in the scope gets distributed fit/evaluate/predict (``autodist.runtime.keras_fit``)."""
+        from autodist.runtime.keras_fit import attach
+        attach(self, self._job, model)
 
     def create_distributed_session(self):
         """Plan, launch (on the chief), transform and return this node's DistributedSession."""

@@ -82,3 +82,10 @@ def test_checkpoint_saved_under_ps_resumes_under_all_reduce_like_uninterrupted_t
     output = _run("checkpoint_resume.py", "--steps", "10", "--checkpoint-dir", str(tmp_path), timeout=400)
     assert "[127.0.0.2] [node 1] restored model-10 at step 10" in output
     assert re.search(r"resumed == uninterrupted: max difference \S+ over 9 variables: OK", output)
+
+
+def test_digits_fit_prints_keras_progress_and_learns_on_two_nodes():
+    output = _run("digits_fit.py", "--steps", "3")
+    assert len(re.findall(r"Epoch \d+/3", output)) == 3
+    accuracies = _values(r"test accuracy ([\d.]+)", output)
+    assert len(accuracies) == 1 and accuracies[0] >= 0.8

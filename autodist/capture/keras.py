@@ -41,7 +41,7 @@ import tensorflow as tf
 from autodist.capture.queries import is_variable_write, ops_since, source_op, variable_initializers
 from autodist.errors import CaptureError
 
-__all__ = ["guard_keras_loops", "collect_state_updates", "GUARDED_METHODS", "optimizer_base",
+__all__ = ["guard_keras_loops", "on_compile", "collect_state_updates", "GUARDED_METHODS", "optimizer_base",
            "ordered_train_op", "order_variable_accesses"]
 
 GUARDED_METHODS = ("fit", "evaluate", "predict", "train_on_batch", "test_on_batch", "predict_on_batch")
@@ -101,6 +101,37 @@ def guard_keras_loops():
                 setattr(model, name, original)
             else:
                 delattr(model, name)
+
+
+@contextlib.contextmanager
+def on_compile(callback):
+    """Within the block, ``callback(model)`` runs after each Keras ``model.compile(...)``.
+
+    ``AutoDist.scope()`` uses it to give a model compiled in the scope its
+    distributed ``fit``/``evaluate``/``predict`` (``autodist.runtime.keras_fit``);
+    ``keras.Model.compile`` is restored on exit, also after an exception.
+    """
+    model = _model_class()
+    if model is None:
+        yield
+        return
+    had = "compile" in model.__dict__
+    saved = model.__dict__.get("compile")
+    original = model.compile
+
+    @functools.wraps(original)
+    def compile_then_attach(self, *args, **kwargs):
+        result = original(self, *args, **kwargs)
+        callback(self)
+        return result
+    model.compile = compile_then_attach
+    try:
+        yield
+    finally:
+        if had:
+            model.compile = saved
+        else:
+            del model.compile
 
 
 @contextlib.contextmanager
