@@ -7,7 +7,9 @@
              into it; start the chief's TensorFlow server in this process, then
              one on every other node (``python -m autodist.runtime.server``),
              wait until each listens, then start the user's script on every
-             other node with its JobContext in the environment
+             other node with its JobContext in the environment. Ctrl-C or
+             SIGTERM meanwhile stops the launch at its next step and removes
+             whatever it started
     watch    a thread polls every process twice a second; a server that exits, a
              script that fails or a dropped connection stops the whole job at
              once and is reported as ``RemoteWorkerError`` (host, exit code, last
@@ -53,10 +55,19 @@ FINISH_POLL = 0.1
 STRATEGY_FILE = "strategy.pb"
 ANNOUNCE = "autodist"  # the prefix of the coordinator's own output lines
 
-# Creates the job directory readable by its owner only (os.makedirs' mode does
-# not survive the umask, hence the chmod); argv[1] may start with "~".
-_MAKE_WORKDIR = ("import os, sys; p = os.path.expanduser(sys.argv[1]); "
-                 "os.makedirs(p, mode=0o700, exist_ok=True); os.chmod(p, 0o700)")
+# Creates the job directory, and each missing directory above it (~/.autodist,
+# ~/.autodist/jobs), readable by their owner only: other users cannot list job
+# ids. os.makedirs' mode does not survive the umask, hence the chmod; argv[1]
+# may start with "~".
+_MAKE_WORKDIR = """import os, sys
+path, missing = os.path.expanduser(sys.argv[1]), []
+while path and not os.path.isdir(path):
+    missing.append(path)
+    path = os.path.dirname(path)
+for path in reversed(missing):
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    os.chmod(path, 0o700)
+"""
 
 
 def default_runner(node, resource_spec, sink=None):
@@ -155,12 +166,16 @@ class Coordinator:
         every case whatever had started is stopped again.
         """
         from autodist.runner import job_workdir
+        self._signals.hold()   # Ctrl-C / SIGTERM now: acted on at the next step, when all started is known
         try:
             self._runners = {n.address: self._runner_factory(n, self.spec, self._sink) for n in self.spec.nodes}
+            self._signals.check()
             self._preflight()
+            self._signals.check()
             servers = self._pick_ports()
             self._workdir = job_workdir(self._base, self.job_id)
             self._stage(strategy_path)
+            self._signals.check()
             chief = self.spec.chief
             self.context = JobContext(job_id=self.job_id, address=chief, servers=servers, chief=chief,
                                       strategy_path=os.path.expanduser(posixpath.join(self._workdir, STRATEGY_FILE)),
@@ -171,10 +186,10 @@ class Coordinator:
                 self._serve_chief()
             self._start_servers()
             self._start_workers(argv, cwd)
+            self._signals.release()
         except BaseException:
             self.abort()
             raise
-        self._signals.install()
         self._thread = threading.Thread(target=self._watch, name="autodist-coordinator", daemon=True)
         self._thread.start()
         return self.context
@@ -199,12 +214,12 @@ class Coordinator:
 
     def _stage(self, strategy_path):
         for address, runner in self._runners.items():
+            self._created.add(address)   # before it exists: a stop from now on removes it
             code, output = run_for_output(runner, [self._python_for(runner), "-c", _MAKE_WORKDIR, self._workdir],
                                           self._ready_timeout)
             if code != 0:
                 raise LaunchError("{}: cannot create the job directory {} (exit code {}): {}".format(
                     address, self._workdir, code, output.strip()[-300:] or "no output"))
-            self._created.add(address)
             runner.copy(strategy_path, posixpath.join(self._workdir, STRATEGY_FILE))
 
     def _log(self, address, role):
@@ -235,6 +250,7 @@ class Coordinator:
                 if time.monotonic() > deadline:
                     raise handle.failure("failed: its TensorFlow server did not start within {:.0f} s"
                                          .format(self._ready_timeout))
+                self._signals.check()
                 time.sleep(0.1)
 
     def _start_workers(self, argv, cwd):

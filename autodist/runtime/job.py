@@ -24,6 +24,7 @@ import atexit
 import dataclasses
 import logging
 import os
+import shutil
 import sys
 import tempfile
 
@@ -144,12 +145,13 @@ class Job:
     def _launch(self, item, strategy, job_id):
         argv = self._launch_argv if self._launch_argv is not None else _script_argv()
         staging = tempfile.mkdtemp(prefix="autodist-")
-        path = strategy.serialize(os.path.join(staging, "strategy.pb"))
-        self._coordinator = coordinator = Coordinator(self._spec, job_id)
-        atexit.register(self._finish_at_exit)
-        context = coordinator.launch(path, argv, os.getcwd(), serve_chief=True)
-        os.unlink(path)
-        os.rmdir(staging)
+        try:   # the staged copy goes also when the launch fails (preflight, a signal)
+            path = strategy.serialize(os.path.join(staging, "strategy.pb"))
+            self._coordinator = coordinator = Coordinator(self._spec, job_id)
+            atexit.register(self._finish_at_exit)
+            context = coordinator.launch(path, argv, os.getcwd(), serve_chief=True)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
         self._session_args = (context, coordinator.failure, coordinator.abort)
         return open_node_session(item, strategy, context, self._spec, failure=coordinator.failure,
                                  on_interrupt=coordinator.abort, monitor=self._monitor)
