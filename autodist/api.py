@@ -28,6 +28,7 @@ from autodist.capture.keras import guard_keras_loops
 from autodist.capture.optimizers import capture_optimizers
 from autodist.errors import CaptureError, SessionError
 from autodist.runtime.job import Job
+from autodist.runtime.stall import DEFAULT_STALL_TIMEOUT
 from autodist.runtime.user_script import SessionRequested, intercept_session_requests, session_requests_intercepted
 
 __all__ = ["AutoDist", "SessionRequested", "intercept_session_requests"]
@@ -41,14 +42,17 @@ class AutoDist:
     launched by an autodist chief finds its job in the environment, and any
     other process is the chief of a new job. ``launch_argv`` is what the other
     nodes run after ``python`` (default: this script and its arguments).
+    ``stall_timeout``: a step that makes no progress for that many seconds ends
+    the job with a ``StallError`` naming the nodes that held it up (None: never).
     """
 
-    def __init__(self, resource_spec_file, strategy_builder=None, *, job=None, launch_argv=None):
+    def __init__(self, resource_spec_file, strategy_builder=None, *, job=None, launch_argv=None,
+                 stall_timeout=DEFAULT_STALL_TIMEOUT):
         from autodist.spec.resource_spec import ResourceSpec
         self._resource_spec = ResourceSpec(resource_spec_file)
         self._graph_item = None
         self._job = Job(self._resource_spec, strategy_builder, context=job, launch_argv=launch_argv,
-                        environ=os.environ)
+                        environ=os.environ, stall_timeout=stall_timeout)
 
     @property
     def resource_spec(self):

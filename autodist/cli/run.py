@@ -1,6 +1,6 @@
 """``autodist run``: train an unmodified tf.compat.v1 script on every node of a resource spec.
 
-    autodist run -r SPEC [-s BUILDER] [--arg key=value ...] SCRIPT [script args ...]
+    autodist run -r SPEC [-s BUILDER] [--arg key=value ...] [--stall-timeout S] SCRIPT [script args ...]
 
 The script runs in this process (the chief) with its sessions distributed
 (``autodist.runtime.autorun``); the other nodes run ``python -m autodist run`` with
@@ -16,6 +16,7 @@ import sys
 
 from autodist.cli.plan import builder_from_args, require_file
 from autodist.errors import RemoteWorkerError
+from autodist.runtime.stall import DEFAULT_STALL_TIMEOUT
 
 __all__ = ["register", "worker_argv"]
 
@@ -34,10 +35,23 @@ def register(subparsers):
                         help="strategy builder (default: PSLoadBalancing); see `autodist plan --help`")
     parser.add_argument("--arg", dest="builder_args", action="append", default=[], metavar="KEY=VALUE",
                         help="builder constructor argument (repeatable)")
+    parser.add_argument("--stall-timeout", type=_seconds, default=DEFAULT_STALL_TIMEOUT, metavar="S",
+                        help="a step without progress for S seconds ends the job with a report of the nodes "
+                             "that held it up (default: %(default).0f)")
     parser.add_argument("script", metavar="SCRIPT", help="the training script")
     parser.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS",
                         help="arguments passed to the script")
     parser.set_defaults(handler=_run)
+
+
+def _seconds(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError("expected a positive number of seconds, got {!r}".format(text))
+    return value
 
 
 def worker_argv(spec, strategy, builder_args, script, script_args):
@@ -57,7 +71,7 @@ def _run(args):
     spec, script = os.path.abspath(args.resource_spec), os.path.abspath(args.script)
     require_file(args.script)
     ad = AutoDist(spec, builder, launch_argv=worker_argv(spec, args.strategy, args.builder_args, script,
-                                                         args.script_args))
+                                                         args.script_args), stall_timeout=args.stall_timeout)
     try:
         try:
             status = run_script(ad, script, args.script_args)

@@ -44,6 +44,8 @@ from autodist.spec.cluster import cpu_count_of
 from autodist.errors import LaunchError
 from autodist.runtime.chief_signals import ChiefSignals
 from autodist.runtime.context import JobContext
+from autodist.runtime.notices import ANNOUNCE, notice
+from autodist.runtime.stall import NodeState, find_stall
 from autodist.runner.base import run_for_output, write_line
 from autodist.runtime.server import READY, start_in_process
 from autodist.runtime.step_report import waiting_for_chief
@@ -53,7 +55,6 @@ __all__ = ["Coordinator", "default_runner", "describe_exit", "WORKDIR_BASE", "ST
 WORKDIR_BASE = "~/.autodist/jobs"
 FINISH_POLL = 0.1
 STRATEGY_FILE = "strategy.pb"
-ANNOUNCE = "autodist"  # the prefix of the coordinator's own output lines
 
 # Creates the job directory, and each missing directory above it (~/.autodist,
 # ~/.autodist/jobs), readable by their owner only: other users cannot list job
@@ -102,7 +103,7 @@ class Coordinator:
 
     def __init__(self, resource_spec, job_id, runner_factory=default_runner, sink=None, poll_interval=0.5,
                  ready_timeout=120.0, preflight_timeout=60.0, python=None, workdir_base=WORKDIR_BASE,
-                 interrupt_after=2.0):
+                 interrupt_after=2.0, monitor=None, stall_timeout=None):
         self.spec = resource_spec
         self.job_id = job_id
         self._runner_factory = runner_factory
@@ -122,6 +123,8 @@ class Coordinator:
         self._finishing = False     # finish() or abort() is running: never interrupt it
         self._cleanup = "none"      # "running" while abort() stops the job, "done" after
         self._interrupt_after = interrupt_after
+        self._monitor = monitor               # the chief's StepMonitor, for stall reports
+        self._stall_timeout = stall_timeout   # None: no stall reports
         self._signals = ChiefSignals(stop=self.abort, phase=lambda: self._cleanup, on_repeat=self._still_stopping,
                                      interrupts=interrupt_after is not None)
         self._lock = threading.Lock()
@@ -287,12 +290,24 @@ class Coordinator:
 
     def _watch(self):
         while not self._stop.wait(self._poll):
-            for (_, role), handle in self.handles().items():
-                error = self._check(role, handle)
-                if error is not None and not self._stop.is_set():
-                    self._fail(error)
-                    self._interrupt_unless_seen(error)
-                    return
+            errors = (self._check(role, handle) for (_, role), handle in self.handles().items())
+            error = next((e for e in errors if e is not None), None) or self._stalled()
+            if error is not None and not self._stop.is_set():
+                self._fail(error)
+                self._interrupt_unless_seen(error)
+                return
+
+    def _stalled(self):
+        """A ``StallError`` when a step has made no progress for the stall timeout (``runtime.stall``)."""
+        if self._stall_timeout is None or self._monitor is None:
+            return None
+        now = time.monotonic()
+        states = [NodeState(self.spec.chief, (now, self._monitor.snapshot()), chief=True)]
+        states += [NodeState(a, h.report, h.poll() is None, h.tail()) for a, h in sorted(self._workers.items())]
+        error = find_stall(states, now, self._stall_timeout)
+        if error is not None:
+            notice(self._sink, "job {}: {}".format(self.job_id, error.report))
+        return error
 
     def _fail(self, error):
         with self._lock:

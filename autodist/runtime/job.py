@@ -34,6 +34,7 @@ from autodist.runtime.context import JobContext
 from autodist.runtime.coordinator import Coordinator
 from autodist.runtime.node_session import open_node_session
 from autodist.runtime.server import start_in_process
+from autodist.runtime.stall import DEFAULT_STALL_TIMEOUT
 from autodist.runtime.step_report import ReportWriter, StepMonitor
 from autodist.spec.cluster import cpu_count_of
 
@@ -77,11 +78,15 @@ class Job:
     launched by an autodist chief finds its context in ``environ``
     (``AUTODIST_JOB``), and any other process is the chief of a new job.
     ``launch_argv`` is what the other nodes run after ``python`` (default:
-    this script and its arguments).
+    this script and its arguments). ``stall_timeout``: seconds a step may make
+    no progress before the chief reports the stall and fails the job
+    (``autodist.runtime.stall``; None: never).
     """
 
-    def __init__(self, resource_spec, strategy_builder=None, *, context=None, launch_argv=None, environ=None):
+    def __init__(self, resource_spec, strategy_builder=None, *, context=None, launch_argv=None, environ=None,
+                 stall_timeout=DEFAULT_STALL_TIMEOUT):
         self._spec = resource_spec
+        self._stall_timeout = stall_timeout
         self._builder = strategy_builder
         self._launch_argv = list(launch_argv) if launch_argv is not None else None
         env_context = JobContext.from_env(environ) if context is None and environ is not None else None
@@ -147,7 +152,8 @@ class Job:
         staging = tempfile.mkdtemp(prefix="autodist-")
         try:   # the staged copy goes also when the launch fails (preflight, a signal)
             path = strategy.serialize(os.path.join(staging, "strategy.pb"))
-            self._coordinator = coordinator = Coordinator(self._spec, job_id)
+            self._coordinator = coordinator = Coordinator(self._spec, job_id, monitor=self._monitor,
+                                                          stall_timeout=self._stall_timeout)
             atexit.register(self._finish_at_exit)
             context = coordinator.launch(path, argv, os.getcwd(), serve_chief=True)
         finally:
