@@ -63,6 +63,12 @@ class AutoDist:
         return self._job.strategy_builder
 
     @property
+    def job(self):
+        """This process's ``autodist.runtime.job.Job``: its part in the job (``autodist run`` sets
+        ``job.worker_env`` to tell the other nodes whether the chief resumes from a checkpoint)."""
+        return self._job
+
+    @property
     def graph_item(self):
         """The GraphItem captured by the current (or last) ``scope()``, or None."""
         return self._graph_item

@@ -1,6 +1,7 @@
 """``autodist run``: train an unmodified tf.compat.v1 script on every node of a resource spec.
 
-    autodist run -r SPEC [-s BUILDER] [--arg key=value ...] [--stall-timeout S] SCRIPT [script args ...]
+    autodist run -r SPEC [-s BUILDER] [--arg key=value ...] [--stall-timeout S]
+                 [--max-restarts N [--restart-backoff S]] SCRIPT [script args ...]
 
 The script runs in this process (the chief) with its sessions distributed
 (``autodist.runtime.autorun``); the other nodes run ``python -m autodist run`` with
@@ -8,7 +9,9 @@ the same options, script and arguments, from the same working directory, and
 join the job. Builder names and ``--arg`` values are those of
 ``autodist plan``. The exit status is the script's; 1 when another node of
 the job failed (the error names the host, its exit code and its last log
-lines); 130 after Ctrl-C, once every process of the job is stopped.
+lines); 130 after Ctrl-C, once every process of the job is stopped. With
+``--max-restarts N`` this process supervises up to N+1 attempts, each a chief
+of a new job (``autodist.runtime.restart``).
 """
 import argparse
 import os
@@ -16,6 +19,7 @@ import sys
 
 from autodist.cli.plan import builder_from_args, require_file
 from autodist.errors import RemoteWorkerError
+from autodist.runtime.restart import NODE_FAILED, supervise
 from autodist.runtime.stall import DEFAULT_STALL_TIMEOUT
 
 __all__ = ["register", "worker_argv"]
@@ -38,6 +42,13 @@ def register(subparsers):
     parser.add_argument("--stall-timeout", type=_seconds, default=DEFAULT_STALL_TIMEOUT, metavar="S",
                         help="a step without progress for S seconds ends the job with a report of the nodes "
                              "that held it up (default: %(default).0f)")
+    parser.add_argument("--max-restarts", type=_count, default=0, metavar="N",
+                        help="after a node failure (a script or server exits, a connection drops, a stall) start "
+                             "a new job up to N times; the script resumes from its newest checkpoint "
+                             "(MonitoredTrainingSession(checkpoint_dir=...)). Default 0")
+    parser.add_argument("--restart-backoff", type=_seconds, default=2.0, metavar="S",
+                        help="seconds between a failed attempt and the next (default: %(default).0f)")
+    parser.add_argument("--node-failure-status", type=int, default=EXIT_REMOTE_FAILURE, help=argparse.SUPPRESS)
     parser.add_argument("script", metavar="SCRIPT", help="the training script")
     parser.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS",
                         help="arguments passed to the script")
@@ -54,6 +65,12 @@ def _seconds(text):
     return value
 
 
+def _count(text):
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError("expected a whole number of restarts (0 or more), got {!r}".format(text))
+    return int(text)
+
+
 def worker_argv(spec, strategy, builder_args, script, script_args):
     """What the other nodes run after ``python``: this command, with absolute paths."""
     argv = ["-m", "autodist", "run", "-r", spec]
@@ -64,12 +81,22 @@ def worker_argv(spec, strategy, builder_args, script, script_args):
     return argv + [script] + list(script_args)
 
 
+def _attempt_argv(args, spec, script):
+    """The command of one supervised attempt: this one without restarts, a node failure exiting NODE_FAILED."""
+    argv = worker_argv(spec, args.strategy, args.builder_args, script, args.script_args)
+    at = argv.index(script)
+    return [sys.executable] + argv[:at] + ["--stall-timeout", repr(args.stall_timeout), "--node-failure-status",
+                                           str(NODE_FAILED)] + argv[at:]
+
+
 def _run(args):
-    from autodist.api import AutoDist
-    from autodist.runtime.autorun import run_script
-    builder = builder_from_args(args)
     spec, script = os.path.abspath(args.resource_spec), os.path.abspath(args.script)
     require_file(args.script)
+    builder = builder_from_args(args)
+    if args.max_restarts:   # this process supervises; each attempt is a chief of its own (runtime.restart)
+        return supervise(_attempt_argv(args, spec, script), args.max_restarts, args.restart_backoff)
+    from autodist.api import AutoDist
+    from autodist.runtime.autorun import run_script
     ad = AutoDist(spec, builder, launch_argv=worker_argv(spec, args.strategy, args.builder_args, script,
                                                          args.script_args), stall_timeout=args.stall_timeout)
     try:
@@ -84,7 +111,7 @@ def _run(args):
         ad.finish_job(abort=status != 0, reason="the chief's script exited with code {}".format(status))
     except RemoteWorkerError as e:
         print("autodist: error: {}".format(e), file=sys.stderr)
-        return EXIT_REMOTE_FAILURE
+        return args.node_failure_status
     except KeyboardInterrupt:
         print("autodist: interrupted; every process of the job was stopped", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -103,7 +103,7 @@ class Coordinator:
 
     def __init__(self, resource_spec, job_id, runner_factory=default_runner, sink=None, poll_interval=0.5,
                  ready_timeout=120.0, preflight_timeout=60.0, python=None, workdir_base=WORKDIR_BASE,
-                 interrupt_after=2.0, monitor=None, stall_timeout=None):
+                 interrupt_after=2.0, monitor=None, stall_timeout=None, worker_env=None):
         self.spec = resource_spec
         self.job_id = job_id
         self._runner_factory = runner_factory
@@ -125,6 +125,7 @@ class Coordinator:
         self._interrupt_after = interrupt_after
         self._monitor = monitor               # the chief's StepMonitor, for stall reports
         self._stall_timeout = stall_timeout   # None: no stall reports
+        self._worker_env = dict(worker_env or {})   # more environment for the scripts
         self._signals = ChiefSignals(stop=self.abort, phase=lambda: self._cleanup, on_repeat=self._still_stopping,
                                      interrupts=interrupt_after is not None)
         self._lock = threading.Lock()
@@ -263,7 +264,7 @@ class Coordinator:
             runner = self._runners[node.address]
             context = self.context.for_node(node.address, posixpath.join(self._workdir, STRATEGY_FILE),
                                             self._workdir)
-            env = dict(context.to_env(), PYTHONUNBUFFERED="1")
+            env = dict(context.to_env(), PYTHONUNBUFFERED="1", **self._worker_env)
             self._workers[node.address] = runner.run([self._python_for(runner)] + list(argv), env=env, cwd=cwd,
                                                      log_path=self._log(node.address, "worker"))
 

@@ -87,6 +87,7 @@ class Job:
                  stall_timeout=DEFAULT_STALL_TIMEOUT):
         self._spec = resource_spec
         self._stall_timeout = stall_timeout
+        self.worker_env = {}   # more environment for the other nodes' scripts, set before ``open``
         self._builder = strategy_builder
         self._launch_argv = list(launch_argv) if launch_argv is not None else None
         env_context = JobContext.from_env(environ) if context is None and environ is not None else None
@@ -153,7 +154,8 @@ class Job:
         try:   # the staged copy goes also when the launch fails (preflight, a signal)
             path = strategy.serialize(os.path.join(staging, "strategy.pb"))
             self._coordinator = coordinator = Coordinator(self._spec, job_id, monitor=self._monitor,
-                                                          stall_timeout=self._stall_timeout)
+                                                          stall_timeout=self._stall_timeout,
+                                                          worker_env=self.worker_env)
             atexit.register(self._finish_at_exit)
             context = coordinator.launch(path, argv, os.getcwd(), serve_chief=True)
         finally:
