@@ -44,8 +44,8 @@ from autodist.spec.cluster import cpu_count_of
 from autodist.errors import LaunchError
 from autodist.runtime.chief_signals import ChiefSignals
 from autodist.runtime.context import JobContext
-from autodist.runtime.notices import ANNOUNCE, notice
-from autodist.runtime.stall import NodeState, find_stall
+from autodist.runtime.notices import ANNOUNCE
+from autodist.runtime.stall import job_stall
 from autodist.runner.base import run_for_output, write_line
 from autodist.runtime.server import READY, start_in_process
 from autodist.runtime.step_report import waiting_for_chief
@@ -56,19 +56,6 @@ WORKDIR_BASE = "~/.autodist/jobs"
 FINISH_POLL = 0.1
 STRATEGY_FILE = "strategy.pb"
 
-# Creates the job directory, and each missing directory above it (~/.autodist,
-# ~/.autodist/jobs), readable by their owner only: other users cannot list job
-# ids. os.makedirs' mode does not survive the umask, hence the chmod; argv[1]
-# may start with "~".
-_MAKE_WORKDIR = """import os, sys
-path, missing = os.path.expanduser(sys.argv[1]), []
-while path and not os.path.isdir(path):
-    missing.append(path)
-    path = os.path.dirname(path)
-for path in reversed(missing):
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    os.chmod(path, 0o700)
-"""
 
 
 def default_runner(node, resource_spec, sink=None):
@@ -217,9 +204,10 @@ class Coordinator:
         return servers
 
     def _stage(self, strategy_path):
+        from autodist.runner.allocation import workdir_argv
         for address, runner in self._runners.items():
             self._created.add(address)   # before it exists: a stop from now on removes it
-            code, output = run_for_output(runner, [self._python_for(runner), "-c", _MAKE_WORKDIR, self._workdir],
+            code, output = run_for_output(runner, workdir_argv(self._python_for(runner), self._workdir),
                                           self._ready_timeout)
             if code != 0:
                 raise LaunchError("{}: cannot create the job directory {} (exit code {}): {}".format(
@@ -302,13 +290,7 @@ class Coordinator:
         """A ``StallError`` when a step has made no progress for the stall timeout (``runtime.stall``)."""
         if self._stall_timeout is None or self._monitor is None:
             return None
-        now = time.monotonic()
-        states = [NodeState(self.spec.chief, (now, self._monitor.snapshot()), chief=True)]
-        states += [NodeState(a, h.report, h.poll() is None, h.tail()) for a, h in sorted(self._workers.items())]
-        error = find_stall(states, now, self._stall_timeout)
-        if error is not None:
-            notice(self._sink, "job {}: {}".format(self.job_id, error.report))
-        return error
+        return job_stall(self.job_id, self.spec.chief, self._monitor, self._workers, self._stall_timeout, self._sink)
 
     def _fail(self, error):
         with self._lock:

@@ -22,12 +22,14 @@ it and what each is doing::
 The caller turns it into a ``StallError`` (a ``RemoteWorkerError``), so a stall
 ends the job like any other node failure.
 """
+import time
 from dataclasses import dataclass
 from typing import Optional
 
 from autodist.errors import StallError
+from autodist.runtime.notices import notice
 
-__all__ = ["NodeState", "find_stall", "DEFAULT_STALL_TIMEOUT", "QUIET_AFTER"]
+__all__ = ["NodeState", "find_stall", "job_stall", "DEFAULT_STALL_TIMEOUT", "QUIET_AFTER"]
 
 DEFAULT_STALL_TIMEOUT = 300.0
 QUIET_AFTER = 3.0   # s without a report after which a node counts as not running (reports come every second)
@@ -84,6 +86,17 @@ def find_stall(states, now, timeout):
                                                                                       if s not in missing]]
     culprit = missing[0] if missing else waiter
     return StallError(culprit.address, "\n".join(lines), log_tail=culprit.tail)
+
+
+def job_stall(job_id, chief, monitor, workers, timeout, sink=None):
+    """The stall of a running job, announced, or None: the chief's ``monitor`` and ``{address: handle}`` of the scripts."""
+    now = time.monotonic()
+    states = [NodeState(chief, (now, monitor.snapshot()), chief=True)]
+    states += [NodeState(a, h.report, h.poll() is None, h.tail()) for a, h in sorted(workers.items())]
+    error = find_stall(states, now, timeout)
+    if error is not None:
+        notice(sink, "job {}: {}".format(job_id, error.report))
+    return error
 
 
 def _missing(state, call, step):
