@@ -17,16 +17,16 @@ from autodist.spec.schema import MAX_DEVICES
 
 ONE_NODE = "nodes:\n  - address: 127.0.0.1\n"
 SSH_SPEC = """\
-nodes:
-  - address: 10.0.0.1
-    chief: true
-  - address: 10.0.0.2
-    ssh_config: conf
 ssh:
   conf:
     username: ubuntu
     key_file: {key}
     python_venv: {venv!r}
+nodes:
+  - address: 10.0.0.1
+    chief: true
+  - address: 10.0.0.2
+    ssh_config: conf
 """
 
 
@@ -124,7 +124,7 @@ def _validate(tmp_path, capsys, key, venv):
 def test_validate_warns_of_a_missing_key_file_and_still_passes(tmp_path, capsys):
     path, status, out, err = _validate(tmp_path, capsys, tmp_path / "no_such_key", "")
     assert status == 0 and ": ok: 2 nodes" in out
-    assert err.splitlines() == ["autodist: warning: {}:9: ssh.conf.key_file: {} does not exist on this machine; it "
+    assert err.splitlines() == ["autodist: warning: {}:4: ssh.conf.key_file: {} does not exist on this machine; it "
                                 "must exist on the machine that launches the job (the chief)".format(
                                     path, tmp_path / "no_such_key")]
 
@@ -134,7 +134,7 @@ def test_validate_says_python_venv_runs_as_written(tmp_path, capsys):
     key.write_text("key")
     path, status, out, err = _validate(tmp_path, capsys, key, "source ~/venv/bin/activate; export X=$(id)")
     assert status == 0
-    assert err.startswith("autodist: warning: {}:10: ssh.conf.python_venv: ".format(path))
+    assert err.startswith("autodist: warning: {}:5: ssh.conf.python_venv: ".format(path))
     assert "contains shell syntax; it runs as written" in err
     _, _, _, quiet = _validate(tmp_path, capsys, key, "")
     assert quiet == ""
