@@ -6,6 +6,7 @@
                                newest checkpoint, or None: keep the initial values)
         after_run              the chief: save every ``save_steps`` steps / ``save_secs`` s
         end                    the chief: save the final state
+        save_now               the chief, on SIGTERM: save now, bounded
 
 What ``MonitoredTrainingSession(checkpoint_dir=...)`` does for a plain
 session, for a distributed one: checkpoints are ``autodist.checkpoint.Saver``'s
@@ -25,6 +26,7 @@ checkpoint, which is what the next attempt restores.
 """
 import os
 import re
+import threading
 import time
 
 import tensorflow as tf
@@ -72,8 +74,26 @@ class ResumeHook(tf.compat.v1.train.SessionRunHook):
         self._saver = Saver(max_to_keep=3)
         self._global_step = tf.compat.v1.train.get_or_create_global_step()
         self._last = (None, time.monotonic())    # (step, time) of the last save
+        self._session = None
+
+    def save_now(self, timeout=30.0):
+        """Save the current state (the chief; on SIGTERM), waiting at most ``timeout`` s; True when saved."""
+        session = self._session
+        if not self._is_chief or session is None:
+            return False
+        done = []
+        worker = threading.Thread(target=lambda: done.append(self._save(session, None)), daemon=True,
+                                  name="autodist-last-checkpoint")
+        worker.start()
+        worker.join(timeout)
+        if not done:
+            self._say("no checkpoint saved: the save did not finish within {:.0f} s".format(timeout))
+            return False
+        self._say("saved checkpoint {} (global step {}) before stopping".format(done[0], self._last[0]))
+        return True
 
     def after_create_session(self, session, coord):
+        self._session = session
         if self._restore_from:
             path = self._restore_from if self._is_chief else None
             self._saver.restore(self._distributed(session), path)
@@ -99,7 +119,12 @@ class ResumeHook(tf.compat.v1.train.SessionRunHook):
                 self._save(session, step)
 
     def _save(self, session, step):
+        """Write a checkpoint at ``step`` (None: the global step now); its path."""
+        distributed = self._distributed(session)
+        if step is None:
+            step = int(distributed.run(self._global_step))
         os.makedirs(self._dir, exist_ok=True)
-        self._saver.save(self._distributed(session), os.path.join(self._dir, CHECKPOINT_BASENAME), global_step=step,
-                         write_meta_graph=False)
+        path = self._saver.save(distributed, os.path.join(self._dir, CHECKPOINT_BASENAME), global_step=step,
+                                write_meta_graph=False)
         self._last = (step, time.monotonic())
+        return path

@@ -136,8 +136,10 @@ class _Launcher:
         else:
             restore_from = os.environ.get(RESTORE_ENV) == "1"
         steps, secs = kwargs.get("save_checkpoint_steps"), kwargs.get("save_checkpoint_secs", 600)
-        return ResumeHook(kwargs["checkpoint_dir"], restore_from, ad.is_chief, _distributed_of,
+        hook = ResumeHook(kwargs["checkpoint_dir"], restore_from, ad.is_chief, _distributed_of,
                           lambda text: notice(None, text), save_steps=steps, save_secs=None if steps else secs)
+        ad.job.before_term.append(hook.save_now)   # SIGTERM: a last checkpoint, then the job stops
+        return hook
 
     def refuse_on_training_graph(self, name, replacement, graph_arg=None):
         """``name`` unchanged, except on a training graph (``graph_arg``: the position of a ``graph`` argument)."""

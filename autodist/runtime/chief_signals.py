@@ -6,8 +6,9 @@
               armed (``arm`` + ``fire``): the main thread gets the
               ``RemoteWorkerError`` wherever it is (evaluating, sleeping, stuck)
     SIGTERM   what schedulers send to cancel (Slurm, Kubernetes, ``timeout``):
-              the job is stopped, then the previous handler runs, or the
-              process exits with 128 + 15 = 143
+              ``before_term`` runs (a bounded last checkpoint), the job is
+              stopped, then the previous handler runs, or the process exits
+              with 128 + 15 = 143
     again     a signal that arrives while the job is being stopped is
               acknowledged (``on_repeat``), never allowed to cut the stop short
     held      while the job is being launched (``hold`` .. ``release``) a
@@ -35,8 +36,9 @@ class ChiefSignals:
     only through its session.
     """
 
-    def __init__(self, stop, phase, on_repeat, interrupts=True):
+    def __init__(self, stop, phase, on_repeat, interrupts=True, before_term=None):
         self._stop = stop
+        self._before_term = before_term   # runs before SIGTERM stops the job (a last checkpoint)
         self._phase = phase
         self._on_repeat = on_repeat
         self._interrupts = interrupts
@@ -123,6 +125,8 @@ class ChiefSignals:
             if self._phase() == "running":
                 return self._on_repeat("SIGTERM")
             if self._phase() == "none":
+                if self._before_term is not None:
+                    self._before_term()
                 self._stop("terminated (SIGTERM)")
             if callable(previous):
                 return previous(signum, frame)

@@ -90,7 +90,7 @@ class Coordinator:
 
     def __init__(self, resource_spec, job_id, runner_factory=default_runner, sink=None, poll_interval=0.5,
                  ready_timeout=120.0, preflight_timeout=60.0, python=None, workdir_base=WORKDIR_BASE,
-                 interrupt_after=2.0, monitor=None, stall_timeout=None, worker_env=None):
+                 interrupt_after=2.0, monitor=None, stall_timeout=None, worker_env=None, before_term=None):
         self.spec = resource_spec
         self.job_id = job_id
         self._runner_factory = runner_factory
@@ -114,7 +114,7 @@ class Coordinator:
         self._stall_timeout = stall_timeout   # None: no stall reports
         self._worker_env = dict(worker_env or {})   # more environment for the scripts
         self._signals = ChiefSignals(stop=self.abort, phase=lambda: self._cleanup, on_repeat=self._still_stopping,
-                                     interrupts=interrupt_after is not None)
+                                     interrupts=interrupt_after is not None, before_term=before_term)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = None

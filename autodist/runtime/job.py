@@ -88,6 +88,7 @@ class Job:
         self._spec = resource_spec
         self._stall_timeout = stall_timeout
         self.worker_env = {}   # more environment for the other nodes' scripts, set before ``open``
+        self.before_term = []  # callables run when SIGTERM reaches the chief, before the job stops
         self._builder = strategy_builder
         self._launch_argv = list(launch_argv) if launch_argv is not None else None
         env_context = JobContext.from_env(environ) if context is None and environ is not None else None
@@ -155,7 +156,8 @@ class Job:
             path = strategy.serialize(os.path.join(staging, "strategy.pb"))
             self._coordinator = coordinator = Coordinator(self._spec, job_id, monitor=self._monitor,
                                                           stall_timeout=self._stall_timeout,
-                                                          worker_env=self.worker_env)
+                                                          worker_env=self.worker_env,
+                                                          before_term=self._before_term)
             atexit.register(self._finish_at_exit)
             context = coordinator.launch(path, argv, os.getcwd(), serve_chief=True)
         finally:
@@ -176,6 +178,10 @@ class Job:
         if self._launched_by_chief and self._reporter is None:
             self._reporter = ReportWriter(self._monitor).start()
         return open_node_session(item, strategy, context, self._spec, failure=failure, monitor=self._monitor)
+
+    def _before_term(self):
+        for callback in self.before_term:
+            callback()
 
     def _chief_gone(self):
         if os.getppid() != self._parent:

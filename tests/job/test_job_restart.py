@@ -82,3 +82,18 @@ def test_restarts_exhausted_exit_1_naming_every_attempt(chiefs, tmp_path):
     assert re.search(r"\[autodist\]   attempt 2 \(\d+ s\): worker on 127\.0\.0\.2 failed", out)
     for job_id in _job_ids(chief):
         assert wait_until(lambda: job_processes(job_id) == [], 10), job_processes(job_id)
+
+
+def test_sigterm_saves_a_checkpoint_at_the_current_step_then_stops_the_job(chiefs, tmp_path):
+    ckpt = tmp_path / "ckpt"
+    chief = chiefs(["-m", "autodist", "run", "-r", LOOPBACK, EXAMPLE] + STEPS + [
+        "--steps", "400", "--save-steps", "1000", "--step-sleep", "0.3", "--checkpoint-dir", str(ckpt)])
+    chief.wait_for(r"^step 6 loss", 150)
+    chief.signal(signal.SIGTERM)
+    assert chief.wait(60) == 143, chief.output()[-4000:]
+    saved = chief.find(r"\[autodist\] saved checkpoint (\S+) \(global step (\d+)\) before stopping")
+    assert saved, chief.output()[-4000:]
+    steps_seen = len(re.findall(r"(?m)^step \d+ loss", chief.output()))
+    assert steps_seen <= int(saved[1].group(2)) <= steps_seen + 1
+    assert "model_checkpoint_path: \"{}\"".format(saved[1].group(1)) in (ckpt / "checkpoint").read_text()
+    assert wait_until(lambda: job_processes(chief.job_id) == [], 10), job_processes(chief.job_id)
