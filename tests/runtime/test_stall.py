@@ -4,6 +4,7 @@ import threading
 import time
 
 from autodist.errors import RemoteWorkerError, StallError
+from autodist.runner.base import wait_until
 from autodist.runtime.stall import NodeState, find_stall
 from autodist.runtime.step_report import StepMonitor
 
@@ -85,8 +86,9 @@ def test_the_coordinator_fails_a_job_whose_node_stops_reporting(tmp_path):
         stop.set()
         error = coordinator.failure()
         assert isinstance(error, StallError) and error.host == "10.0.0.3"
-        assert 1.0 <= time.monotonic() - start < 3.0
-        assert all(h.terminated for h in cluster.handles("server") + workers)
+        assert 1.0 <= time.monotonic() - start < 5.0
+        # The failure is published first, then the watch thread stops the others.
+        assert wait_until(lambda: all(h.terminated for h in cluster.handles("server") + workers), 5.0)
         assert "stalled:" in said.read_text() and "10.0.0.3: has not reached call 3" in said.read_text()
     finally:
         coordinator.abort()
