@@ -33,13 +33,11 @@ import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(REPO, "tests", "job"))
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "tests", "job"))   # this script's directory is on sys.path already
 
 from _results import save  # noqa: E402
-from jobtools import Chief, job_processes, wait_until  # noqa: E402
+from jobtools import Chief, job_processes  # noqa: E402
 
 SPEC = os.path.join(REPO, "resource_specs", "loopback_two_nodes.yml")
 EXAMPLE = os.path.join(REPO, "examples", "unmodified_train.py")
