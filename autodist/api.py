@@ -28,6 +28,7 @@ from autodist.capture.keras import guard_keras_loops, on_compile
 from autodist.capture.optimizers import capture_optimizers
 from autodist.errors import CaptureError, SessionError
 from autodist.runtime.job import Job
+from autodist.runtime.stall import DEFAULT_STALL_TIMEOUT
 from autodist.runtime.user_script import SessionRequested, intercept_session_requests, session_requests_intercepted
 
 __all__ = ["AutoDist", "SessionRequested", "intercept_session_requests"]
@@ -47,16 +48,19 @@ class AutoDist:
     other nodes print (TensorFlow's start-up chatter too); ``progress``: a
     progress line on the chief, with an ETA when ``total_steps`` (session
     calls) is given (see ``docs/running.md``, "The console").
+    ``stall_timeout``: a step that makes no progress for that many seconds ends
+    the job with a ``StallError`` naming the nodes that held it up (None: never).
     """
 
     def __init__(self, resource_spec_file, strategy_builder=None, *, job=None, launch_argv=None, trace_dir=None,
-                 logdir=None, verbose=False, progress=False, total_steps=None):
+                 logdir=None, verbose=False, progress=False, total_steps=None,
+                 stall_timeout=DEFAULT_STALL_TIMEOUT):
         from autodist.spec.resource_spec import ResourceSpec
         self._resource_spec = ResourceSpec(resource_spec_file)
         self._graph_item = None
         self._job = Job(self._resource_spec, strategy_builder, context=job, launch_argv=launch_argv,
                         environ=os.environ, trace_dir=trace_dir, logdir=logdir, verbose=verbose, progress=progress,
-                        total_steps=total_steps)
+                        total_steps=total_steps, stall_timeout=stall_timeout)
 
     @property
     def resource_spec(self):
@@ -65,6 +69,12 @@ class AutoDist:
     @property
     def strategy_builder(self):
         return self._job.strategy_builder
+
+    @property
+    def job(self):
+        """This process's ``autodist.runtime.job.Job``: its part in the job (``autodist run`` sets
+        ``job.worker_env`` to tell the other nodes whether the chief resumes from a checkpoint)."""
+        return self._job
 
     @property
     def graph_item(self):

@@ -14,6 +14,7 @@ __all__ = [
     "StrategyError",
     "TransformError",
     "SessionError",
+    "StallError",
     "GraphChangedError",
     "LaunchError",
     "PreflightError",
@@ -119,6 +120,20 @@ class RemoteWorkerError(AutoDistError, RuntimeError):
         if log_tail:
             msg += "; last lines of its log:\n" + log_tail
         super().__init__(msg)
+
+
+class StallError(RemoteWorkerError):
+    """The job made no progress for its stall timeout; ``report`` names the nodes that held it up.
+
+    The message reads ``worker on <host> stalled: ...`` followed by one line per
+    node (``autodist.runtime.stall``); ``host`` is the first node that had not
+    reached the step the others wait in.
+    """
+
+    def __init__(self, host, report, log_tail=""):
+        super().__init__(host, reason=report)
+        self.report = report
+        self.log_tail = log_tail
 
 
 class CheckpointError(AutoDistError, ValueError):

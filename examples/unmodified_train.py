@@ -20,10 +20,17 @@ batch is then the per-node batch and each node's work is redundant.)
 
 Each process prints ``step <i> loss <mean loss of its slice>`` and, at the
 end, ``weights <json>`` with a checksum of every trained variable.
+
+With ``--session monitored --checkpoint-dir DIR`` it saves a checkpoint every
+``--save-steps`` steps and, started again, resumes from the newest one; it
+stops at global step ``--steps``, so a run that was interrupted and resumed
+(``autodist run --max-restarts N``) ends at the same step, with the same
+``weights`` line, as one that was not.
 """
 import argparse
 import json
 import os
+import time
 
 import numpy as np
 import tensorflow as tf
@@ -68,6 +75,11 @@ def main():
     parser.add_argument("--learning-rate", type=float, default=0.05)
     parser.add_argument("--session", choices=("plain", "monitored"), default="plain")
     parser.add_argument("--input", choices=("feed", "dataset"), default="feed")
+    parser.add_argument("--checkpoint-dir", metavar="DIR",
+                        help="with --session monitored: save checkpoints in DIR and resume from the newest one")
+    parser.add_argument("--save-steps", type=int, default=5, help="steps between checkpoints (default: 5)")
+    parser.add_argument("--step-sleep", type=float, default=0.0, metavar="S",
+                        help="pause S seconds after each step (to watch or interrupt a run)")
     args = parser.parse_args()
     x_all, y_all = make_data()
     rows = my_slice()
@@ -86,12 +98,15 @@ def main():
         if args.session == "monitored":
             final = tf1.train.FinalOpsHook(trained)   # reads the variables when training ends
             hooks = [tf1.train.StopAtStepHook(last_step=args.steps), final]
-            with tf1.train.MonitoredTrainingSession(hooks=hooks) as sess:
-                step = 0
+            saving = dict(checkpoint_dir=args.checkpoint_dir, save_checkpoint_steps=args.save_steps,
+                          save_checkpoint_secs=None) if args.checkpoint_dir else {}
+            with tf1.train.MonitoredTrainingSession(hooks=hooks, **saving) as sess:
+                step = 0   # of this run: a resumed run counts from 0 again
                 while not sess.should_stop():
                     _, value = sess.run([train_op, loss], feed)
                     print("step {} loss {:.6f}".format(step, value), flush=True)
                     step += 1
+                    time.sleep(args.step_sleep)
             values = final.final_ops_values
         else:
             with tf1.Session() as sess:
@@ -99,6 +114,7 @@ def main():
                 for step in range(args.steps):
                     _, value = sess.run([train_op, loss], feed)
                     print("step {} loss {:.6f}".format(step, value), flush=True)
+                    time.sleep(args.step_sleep)
                 values = sess.run(trained)
     checksum = {v.op.name: [float(np.sum(x)), float(np.sum(np.abs(x)))] for v, x in zip(trained, values)}
     # One string: print() writes its arguments separately, and the other nodes' lines may land between.

@@ -1,7 +1,8 @@
 """``autodist run``: train an unmodified tf.compat.v1 script on every node of a resource spec.
 
     autodist run -r SPEC [-s BUILDER] [--arg key=value ...] [--trace-dir DIR] [--logdir DIR]
-                 [--verbose] [--steps N] [--no-progress] SCRIPT [args ...]
+                 [--verbose] [--steps N] [--no-progress] [--stall-timeout S]
+                 [--max-restarts N [--restart-backoff S]] SCRIPT [script args ...]
 
 The script runs in this process (the chief) with its sessions distributed
 (``autodist.runtime.autorun``); the other nodes run ``python -m autodist run`` with
@@ -9,7 +10,9 @@ the same options, script and arguments, from the same working directory, and
 join the job. Builder names and ``--arg`` values are those of
 ``autodist plan``. The exit status is the script's; 1 when another node of
 the job failed (the error names the host, its exit code and its last log
-lines); 130 after Ctrl-C, once every process of the job is stopped.
+lines); 130 after Ctrl-C, once every process of the job is stopped. With
+``--max-restarts N`` this process supervises up to N+1 attempts, each a chief
+of a new job (``autodist.runtime.restart``).
 ``--trace-dir`` and ``--logdir`` are AutoDist's ``trace_dir`` and ``logdir``
 (the timeline and TensorBoard scalars, ``docs/observability.md``).
 
@@ -25,6 +28,8 @@ import sys
 
 from autodist.cli.plan import builder_from_args, require_file
 from autodist.errors import RemoteWorkerError
+from autodist.runtime.restart import NODE_FAILED, supervise
+from autodist.runtime.stall import DEFAULT_STALL_TIMEOUT
 
 __all__ = ["register", "worker_argv"]
 
@@ -51,10 +56,36 @@ def register(subparsers):
                         help="the number of session calls the script makes, for the progress line's ETA")
     parser.add_argument("--no-progress", dest="progress", action="store_false",
                         help="no progress line on the chief")
+    parser.add_argument("--stall-timeout", type=_seconds, default=DEFAULT_STALL_TIMEOUT, metavar="S",
+                        help="a step without progress for S seconds ends the job with a report of the nodes "
+                             "that held it up (default: %(default).0f)")
+    parser.add_argument("--max-restarts", type=_count, default=0, metavar="N",
+                        help="after a node failure (a script or server exits, a connection drops, a stall) start "
+                             "a new job up to N times; the script resumes from its newest checkpoint "
+                             "(MonitoredTrainingSession(checkpoint_dir=...)). Default 0")
+    parser.add_argument("--restart-backoff", type=_seconds, default=2.0, metavar="S",
+                        help="seconds between a failed attempt and the next (default: %(default).0f)")
+    parser.add_argument("--node-failure-status", type=int, default=EXIT_REMOTE_FAILURE, help=argparse.SUPPRESS)
     parser.add_argument("script", metavar="SCRIPT", help="the training script")
     parser.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS",
                         help="arguments passed to the script")
     parser.set_defaults(handler=_run)
+
+
+def _seconds(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError("expected a positive number of seconds, got {!r}".format(text))
+    return value
+
+
+def _count(text):
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError("expected a whole number of restarts (0 or more), got {!r}".format(text))
+    return int(text)
 
 
 def worker_argv(spec, strategy, builder_args, script, script_args, trace_dir=None, logdir=None, verbose=False):
@@ -70,19 +101,32 @@ def worker_argv(spec, strategy, builder_args, script, script_args, trace_dir=Non
     return argv + [script] + list(script_args)
 
 
+def _attempt_argv(args, spec, script, trace_dir, logdir):
+    """The command of one supervised attempt: this one without restarts, a node failure exiting NODE_FAILED."""
+    argv = worker_argv(spec, args.strategy, args.builder_args, script, args.script_args, trace_dir, logdir,
+                       args.verbose)
+    at = argv.index(script)
+    console = (["--steps", str(args.steps)] if args.steps else []) + ([] if args.progress else ["--no-progress"])
+    return [sys.executable] + argv[:at] + console + ["--stall-timeout", repr(args.stall_timeout),
+                                                     "--node-failure-status", str(NODE_FAILED)] + argv[at:]
+
+
 def _run(args):
     from autodist.runner.console import quiet_tensorflow_start
+    spec, script = os.path.abspath(args.resource_spec), os.path.abspath(args.script)
+    require_file(args.script)
+    builder = builder_from_args(args)
+    trace_dir, logdir = (os.path.abspath(d) if d else None for d in (args.trace_dir, args.logdir))
+    if args.max_restarts:   # this process supervises; each attempt is a chief of its own (runtime.restart)
+        return supervise(_attempt_argv(args, spec, script, trace_dir, logdir), args.max_restarts,
+                         args.restart_backoff)
     quiet_tensorflow_start(verbose=args.verbose)   # before anything imports TensorFlow
     from autodist.api import AutoDist
     from autodist.runtime.autorun import run_script
-    builder = builder_from_args(args)
-    spec, script = os.path.abspath(args.resource_spec), os.path.abspath(args.script)
-    require_file(args.script)
-    trace_dir, logdir = (os.path.abspath(d) if d else None for d in (args.trace_dir, args.logdir))
     ad = AutoDist(spec, builder, launch_argv=worker_argv(spec, args.strategy, args.builder_args, script,
                                                          args.script_args, trace_dir, logdir, args.verbose),
                   trace_dir=trace_dir, logdir=logdir, verbose=args.verbose, progress=args.progress,
-                  total_steps=args.steps)
+                  total_steps=args.steps, stall_timeout=args.stall_timeout)
     try:
         try:
             status = run_script(ad, script, args.script_args)
@@ -95,7 +139,7 @@ def _run(args):
         ad.finish_job(abort=status != 0, reason="the chief's script exited with code {}".format(status))
     except RemoteWorkerError as e:
         print("autodist: error: {}".format(e), file=sys.stderr)
-        return EXIT_REMOTE_FAILURE
+        return args.node_failure_status
     except KeyboardInterrupt:
         print("autodist: interrupted; every process of the job was stopped", file=sys.stderr)
         return EXIT_INTERRUPTED

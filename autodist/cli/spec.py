@@ -2,10 +2,14 @@
 
 ``validate`` loads each file with the same checks ``AutoDist`` runs, so a spec
 that passes here is accepted at launch. Per file it prints one line: a summary
-on stdout or ``autodist: error: <file>:<line>: <key>: <problem>`` on stderr;
+on stdout or ``autodist: error: <file>:<line>: <key>: <problem>`` on stderr
+(before the summary, ``autodist: warning: ...`` lines on stderr say what may
+still fail at launch: a ``key_file`` missing here, shell syntax in ``python_venv``);
 the exit status is 2 if any file failed. ``schema`` prints every key with its
 default and meaning, generated from the schema the checks use.
 """
+import sys
+
 from autodist.cli.common import EXIT_USER_ERROR, USER_ERRORS, command_group, report_error
 from autodist.spec.resource_spec import ResourceSpec
 from autodist.spec.schema import describe_schema
@@ -52,6 +56,8 @@ def _validate(args):
             report_error(exc)
             status = EXIT_USER_ERROR
             continue
+        for warning in spec.warnings:
+            print("autodist: warning: " + warning, file=sys.stderr)
         print(summary(spec))
     return status
 

@@ -19,7 +19,7 @@ from autodist.errors import LaunchError
 from autodist.runner.base import run_for_output
 from autodist.runner.local import LocalRunner
 
-__all__ = ["new_job_id", "job_workdir", "free_ports", "free_port"]
+__all__ = ["new_job_id", "job_workdir", "workdir_argv", "free_ports", "free_port"]
 
 _JOB_ID = re.compile(r"[0-9]{8}-[0-9]{6}-[0-9a-f]{8}\Z")
 _ATTEMPTS = 5
@@ -44,6 +44,26 @@ def job_workdir(base, job_id):
     if not isinstance(job_id, str) or not _JOB_ID.match(job_id):
         raise ValueError("{!r} is not a job id made by new_job_id()".format(job_id))
     return posixpath.join(base, "job-" + job_id)
+
+
+# Creates the job directory, and each missing directory above it (~/.autodist,
+# ~/.autodist/jobs), readable by their owner only: other users cannot list job
+# ids. os.makedirs' mode does not survive the umask, hence the chmod; argv[1]
+# may start with "~".
+_MAKE_WORKDIR = """import os, sys
+path, missing = os.path.expanduser(sys.argv[1]), []
+while path and not os.path.isdir(path):
+    missing.append(path)
+    path = os.path.dirname(path)
+for path in reversed(missing):
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    os.chmod(path, 0o700)
+"""
+
+
+def workdir_argv(python, path):
+    """The command that makes the job directory ``path`` on a node (mode 0700, missing parents too)."""
+    return [python, "-c", _MAKE_WORKDIR, path]
 
 
 def _local_ports(count):

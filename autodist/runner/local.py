@@ -110,6 +110,7 @@ class LocalProcessHandle(ProcessHandle):
             if not self._terminated:
                 self._terminated = True
                 self._signal_group(signal.SIGTERM)
+                self._signal_group(signal.SIGCONT)   # a stopped process (SIGSTOP) acts on the TERM now
                 if not wait_until(self._group_gone, grace):
                     self._signal_group(signal.SIGKILL)
                     wait_until(self._group_gone, 5.0)

@@ -11,6 +11,8 @@
     node_session   this node's graph transformed, on its server, initialized: a DistributedSession
     session        DistributedSession: feeds split over replicas, fetches mapped back
     step_report    what a node's session is doing, reported to the chief (and when it waits for it)
+    stall          a step without progress for the stall timeout: the report naming who held it up
+    notices        the chief's own console lines about its job (one function, to route them)
     function       ``ad.function``: TF2-style step functions through the session
     user_script    a user's script run as ``__main__``, or until it asks for a session
     autorun        ``autodist run``: an unmodified tf.compat.v1 script, distributed

@@ -17,9 +17,11 @@ undone afterwards even when it raises:
     MonitoredTrainingSession
                     a ``MonitoredSession`` over the distributed session, with
                     the script's hooks (``chief_only_hooks`` on the chief only)
+                    ``checkpoint_dir``: restore-or-initialize from its newest
+                    checkpoint, saves by the chief (``autodist.checkpoint.resume``)
     rejected        InteractiveSession, MonitoredSession and
                     SingularMonitoredSession on a training graph, a second
-                    session on it, checkpoint/summary directories and hooks,
+                    session on it, summary directories, saver hooks,
                     ``Saver.save``/``restore`` with the distributed session:
                     each raises an ``autodist.errors`` error naming the fix
     environment     ``AUTODIST_WORKER_INDEX`` and ``AUTODIST_NUM_WORKERS``,
@@ -31,10 +33,12 @@ when it was created, and re-running them on one node would reset values the
 others train. Local variables (metrics) are initialized as asked.
 """
 import contextlib
+import os
 import sys
 
 import tensorflow as tf
 
+from autodist.runtime.notices import notice
 from autodist.runtime.script_session import AutorunSession
 from autodist.runtime.user_script import run_as_main
 from autodist.errors import CaptureError, SessionError
@@ -112,9 +116,30 @@ class _Launcher:
         if self.autodist.is_chief:
             hooks += list(kwargs.get("chief_only_hooks") or [])
         _check_hooks(hooks)
+        if kwargs.get("checkpoint_dir"):
+            hooks.insert(0, self.resume_hook(kwargs))
         creator = _SessionCreator(self, graph)
         return self.original["MonitoredSession"](session_creator=creator, hooks=hooks,
                                                  stop_grace_period_secs=kwargs.get("stop_grace_period_secs", 120))
+
+    def resume_hook(self, kwargs):
+        """Restore-or-initialize and periodic saves for ``checkpoint_dir`` (``autodist.checkpoint.resume``).
+
+        The chief looks for the newest checkpoint before it launches the job and
+        tells the other nodes (``RESTORE_ENV``), so all of them join the restore.
+        """
+        from autodist.checkpoint.resume import RESTORE_ENV, ResumeHook, newest_checkpoint
+        ad = self.autodist
+        if ad.is_chief:
+            restore_from = newest_checkpoint(kwargs["checkpoint_dir"])
+            ad.job.worker_env[RESTORE_ENV] = "1" if restore_from else "0"
+        else:
+            restore_from = os.environ.get(RESTORE_ENV) == "1"
+        steps, secs = kwargs.get("save_checkpoint_steps"), kwargs.get("save_checkpoint_secs", 600)
+        hook = ResumeHook(kwargs["checkpoint_dir"], restore_from, ad.is_chief, _distributed_of,
+                          lambda text: notice(None, text), save_steps=steps, save_secs=None if steps else secs)
+        ad.job.before_term.append(hook.save_now)   # SIGTERM: a last checkpoint, then the job stops
+        return hook
 
     def refuse_on_training_graph(self, name, replacement, graph_arg=None):
         """``name`` unchanged, except on a training graph (``graph_arg``: the position of a ``graph`` argument)."""
@@ -155,13 +180,15 @@ class _SessionCreator(tf.compat.v1.train.SessionCreator):
         return self._launcher.distributed(self._graph, "MonitoredTrainingSession")
 
 
+def _distributed_of(session):
+    return session.distributed_session
+
+
 def _check_monitored_arguments(kwargs):
-    for name in ("checkpoint_dir", "summary_dir"):
-        if kwargs.get(name):
-            raise SessionError(
-                "MonitoredTrainingSession({}=...) is not supported by autodist run: every node would write "
-                "checkpoints and summaries of its own. Remove it (use autodist.checkpoint.Saver for "
-                "checkpoints)".format(name))
+    if kwargs.get("summary_dir"):
+        raise SessionError(
+            "MonitoredTrainingSession(summary_dir=...) is not supported by autodist run: every node would write "
+            "summaries of its own. Remove it")
     scaffold = kwargs.get("scaffold")
     if scaffold is not None:
         custom = [f for f in _SCAFFOLD_FIELDS if getattr(scaffold, f) is not None]

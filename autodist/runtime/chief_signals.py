@@ -6,10 +6,15 @@
               armed (``arm`` + ``fire``): the main thread gets the
               ``RemoteWorkerError`` wherever it is (evaluating, sleeping, stuck)
     SIGTERM   what schedulers send to cancel (Slurm, Kubernetes, ``timeout``):
-              the job is stopped, then the previous handler runs, or the
-              process exits with 128 + 15 = 143
+              ``before_term`` runs (a bounded last checkpoint), the job is
+              stopped, then the previous handler runs, or the process exits
+              with 128 + 15 = 143
     again     a signal that arrives while the job is being stopped is
               acknowledged (``on_repeat``), never allowed to cut the stop short
+    held      while the job is being launched (``hold`` .. ``release``) a
+              signal is only recorded; the launch acts on it at its next step
+              (``check``), when every process started so far is known, so the
+              stop leaves nothing behind (no process, no job directory)
 
 Python runs signal handlers in the main thread only, so they are installed
 only from there; ``restore`` puts the previous ones back, leaving alone any
@@ -31,14 +36,17 @@ class ChiefSignals:
     only through its session.
     """
 
-    def __init__(self, stop, phase, on_repeat, interrupts=True):
+    def __init__(self, stop, phase, on_repeat, interrupts=True, before_term=None):
         self._stop = stop
+        self._before_term = before_term   # runs before SIGTERM stops the job (a last checkpoint)
         self._phase = phase
         self._on_repeat = on_repeat
         self._interrupts = interrupts
         self._sigint = None     # (our handler, the previous one) while installed
         self._sigterm = None
         self._pending = None    # the failure our SIGINT handler is to raise
+        self._holding = False   # launching: signals are recorded in _held, acted on by check()
+        self._held = None
 
     @property
     def can_interrupt(self):
@@ -53,6 +61,31 @@ class ChiefSignals:
         if self._interrupts:
             self._install_sigint()
 
+    def hold(self):
+        """Install the handlers, recording signals until ``check`` or ``release`` acts on them."""
+        self._holding = True
+        self.install()
+
+    def check(self):
+        """Act on a signal recorded while held, as if it arrived now (stop the job, then exit or raise)."""
+        held, self._held = self._held, None
+        if held is None:
+            return
+        self._holding = False
+        handler = self._sigterm if held == signal.SIGTERM else self._sigint
+        if handler is not None:
+            handler[0](held, None)
+
+    def release(self):
+        """The launch is over: from now on signals act at once; one recorded meanwhile acts now."""
+        self.check()
+        self._holding = False
+
+    def _held_now(self, signum):
+        if self._holding:
+            self._held = self._held or signum
+        return self._holding
+
     def arm(self, error):
         """Make our next SIGINT raise ``error`` in the main thread."""
         self._pending = error
@@ -66,6 +99,8 @@ class ChiefSignals:
         previous = signal.getsignal(signal.SIGINT)
 
         def on_sigint(signum, frame):
+            if self._held_now(signum):
+                return None
             if self._phase() == "running":
                 return self._on_repeat("Ctrl-C")
             pending, self._pending = self._pending, None
@@ -85,9 +120,13 @@ class ChiefSignals:
         previous = signal.getsignal(signal.SIGTERM)
 
         def on_sigterm(signum, frame):
+            if self._held_now(signum):
+                return None
             if self._phase() == "running":
                 return self._on_repeat("SIGTERM")
             if self._phase() == "none":
+                if self._before_term is not None:
+                    self._before_term()
                 self._stop("terminated (SIGTERM)")
             if callable(previous):
                 return previous(signum, frame)

@@ -7,7 +7,9 @@
              into it; start the chief's TensorFlow server in this process, then
              one on every other node (``python -m autodist.runtime.server``),
              wait until each listens, then start the user's script on every
-             other node with its JobContext in the environment
+             other node with its JobContext in the environment. Ctrl-C or
+             SIGTERM meanwhile stops the launch at its next step and removes
+             whatever it started
     watch    a thread polls every process twice a second; a server that exits, a
              script that fails or a dropped connection stops the whole job at
              once and is reported as ``RemoteWorkerError`` (host, exit code, last
@@ -46,6 +48,8 @@ from autodist.runtime.chief_signals import ChiefSignals
 from autodist.runtime.context import JobContext
 from autodist.runtime.job_logs import LOG_BASE, JobLogs
 from autodist.runner.console import NodeConsole
+from autodist.runtime.notices import ANNOUNCE
+from autodist.runtime.stall import job_stall
 from autodist.runner.base import run_for_output, write_line
 from autodist.runtime.server import READY, start_in_process
 from autodist.runtime.step_report import waiting_for_chief
@@ -55,12 +59,7 @@ __all__ = ["Coordinator", "default_runner", "describe_exit", "WORKDIR_BASE", "ST
 WORKDIR_BASE = "~/.autodist/jobs"
 FINISH_POLL = 0.1
 STRATEGY_FILE = "strategy.pb"
-ANNOUNCE = "autodist"  # the prefix of the coordinator's own output lines
 
-# Creates the job directory readable by its owner only (os.makedirs' mode does
-# not survive the umask, hence the chmod); argv[1] may start with "~".
-_MAKE_WORKDIR = ("import os, sys; p = os.path.expanduser(sys.argv[1]); "
-                 "os.makedirs(p, mode=0o700, exist_ok=True); os.chmod(p, 0o700)")
 
 
 def default_runner(node, resource_spec, sink=None):
@@ -95,7 +94,8 @@ class Coordinator:
 
     def __init__(self, resource_spec, job_id, runner_factory=default_runner, sink=None, poll_interval=0.5,
                  ready_timeout=120.0, preflight_timeout=60.0, python=None, workdir_base=WORKDIR_BASE,
-                 interrupt_after=2.0, verbose=False, log_base=LOG_BASE):
+                 interrupt_after=2.0, verbose=False, log_base=LOG_BASE, monitor=None, stall_timeout=None,
+                 worker_env=None, before_term=None):
         self.spec = resource_spec
         self.job_id = job_id
         self._runner_factory = runner_factory
@@ -116,8 +116,11 @@ class Coordinator:
         self._finishing = False     # finish() or abort() is running: never interrupt it
         self._cleanup = "none"      # "running" while abort() stops the job, "done" after
         self._interrupt_after = interrupt_after
+        self._monitor = monitor               # the chief's StepMonitor, for stall reports
+        self._stall_timeout = stall_timeout   # None: no stall reports
+        self._worker_env = dict(worker_env or {})   # more environment for the scripts
         self._signals = ChiefSignals(stop=self.abort, phase=lambda: self._cleanup, on_repeat=self._still_stopping,
-                                     interrupts=interrupt_after is not None)
+                                     interrupts=interrupt_after is not None, before_term=before_term)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = None
@@ -160,13 +163,17 @@ class Coordinator:
         every case whatever had started is stopped again.
         """
         from autodist.runner import job_workdir
+        self._signals.hold()   # Ctrl-C / SIGTERM now: acted on at the next step, when all started is known
         try:
             self._runners = {n.address: self._runner_factory(n, self.spec, self._sink) for n in self.spec.node_specs}
+            self._signals.check()
             self._preflight()
+            self._signals.check()
             servers = self._pick_ports()
             self._workdir = job_workdir(self._base, self.job_id)
             self._stage(strategy_path)
             self.logs.create()
+            self._signals.check()
             chief = self.spec.chief
             self.context = JobContext(job_id=self.job_id, address=chief, servers=servers, chief=chief,
                                       strategy_path=os.path.expanduser(posixpath.join(self._workdir, STRATEGY_FILE)),
@@ -178,10 +185,10 @@ class Coordinator:
                 self._serve_chief()
             self._start_servers()
             self._start_workers(argv, cwd)
+            self._signals.release()
         except BaseException:
             self.abort()
             raise
-        self._signals.install()
         self._thread = threading.Thread(target=self._watch, name="autodist-coordinator", daemon=True)
         self._thread.start()
         return self.context
@@ -205,13 +212,14 @@ class Coordinator:
         return servers
 
     def _stage(self, strategy_path):
+        from autodist.runner.allocation import workdir_argv
         for address, runner in self._runners.items():
-            code, output = run_for_output(runner, [self._python_for(runner), "-c", _MAKE_WORKDIR, self._workdir],
+            self._created.add(address)   # before it exists: a stop from now on removes it
+            code, output = run_for_output(runner, workdir_argv(self._python_for(runner), self._workdir),
                                           self._ready_timeout)
             if code != 0:
                 raise LaunchError("{}: cannot create the job directory {} (exit code {}): {}".format(
                     address, self._workdir, code, output.strip()[-300:] or "no output"))
-            self._created.add(address)
             runner.copy(strategy_path, posixpath.join(self._workdir, STRATEGY_FILE))
 
     def _serve_chief(self):
@@ -240,6 +248,7 @@ class Coordinator:
                 if time.monotonic() > deadline:
                     raise handle.failure("failed: its TensorFlow server did not start within {:.0f} s"
                                          .format(self._ready_timeout))
+                self._signals.check()
                 time.sleep(0.1)
 
     def _start_workers(self, argv, cwd):
@@ -249,7 +258,7 @@ class Coordinator:
             runner = self._runners[node.address]
             context = self.context.for_node(node.address, posixpath.join(self._workdir, STRATEGY_FILE),
                                             self._workdir)
-            env = dict(context.to_env(), PYTHONUNBUFFERED="1")
+            env = dict(context.to_env(), PYTHONUNBUFFERED="1", **self._worker_env)
             self._workers[node.address] = runner.run([self._python_for(runner)] + list(argv), env=env, cwd=cwd,
                                                      log_path=self.logs.file(node.address, "worker"))
 
@@ -276,12 +285,18 @@ class Coordinator:
 
     def _watch(self):
         while not self._stop.wait(self._poll):
-            for (_, role), handle in self.handles().items():
-                error = self._check(role, handle)
-                if error is not None and not self._stop.is_set():
-                    self._fail(error)
-                    self._interrupt_unless_seen(error)
-                    return
+            errors = (self._check(role, handle) for (_, role), handle in self.handles().items())
+            error = next((e for e in errors if e is not None), None) or self._stalled()
+            if error is not None and not self._stop.is_set():
+                self._fail(error)
+                self._interrupt_unless_seen(error)
+                return
+
+    def _stalled(self):
+        """A ``StallError`` when a step has made no progress for the stall timeout (``runtime.stall``)."""
+        if self._stall_timeout is None or self._monitor is None:
+            return None
+        return job_stall(self.job_id, self.spec.chief, self._monitor, self._workers, self._stall_timeout, self._sink)
 
     def _fail(self, error):
         with self._lock:

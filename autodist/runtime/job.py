@@ -24,6 +24,7 @@ import atexit
 import dataclasses
 import logging
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -35,6 +36,7 @@ from autodist.runtime.coordinator import Coordinator
 from autodist.runtime.node_session import open_node_session
 from autodist.runtime.progress import Progress
 from autodist.runtime.server import start_in_process
+from autodist.runtime.stall import DEFAULT_STALL_TIMEOUT
 from autodist.runtime.step_report import ReportWriter, StepMonitor
 from autodist.spec.cluster import cpu_count_of
 
@@ -86,17 +88,23 @@ class Job:
     TensorFlow's chatter included (``autodist.runner.console``). ``progress``:
     the chief shows a progress line once its session is open
     (``autodist.runtime.progress``), with an ETA when ``total_steps``
-    (session calls) is given.
+    (session calls) is given. ``stall_timeout``: seconds a step may make
+    no progress before the chief reports the stall and fails the job
+    (``autodist.runtime.stall``; None: never).
     """
 
     def __init__(self, resource_spec, strategy_builder=None, *, context=None, launch_argv=None, environ=None,
-                 trace_dir=None, logdir=None, verbose=False, progress=False, total_steps=None):
+                 trace_dir=None, logdir=None, verbose=False, progress=False, total_steps=None,
+                 stall_timeout=DEFAULT_STALL_TIMEOUT):
         self._spec = resource_spec
         self._trace_dir, self._logdir = trace_dir, logdir   # the views (``_views``); None: off
         self._tracer = self._scalars = None
         self._verbose = verbose
         self._progress_wanted = (progress, total_steps)
         self._progress = None
+        self._stall_timeout = stall_timeout
+        self.worker_env = {}   # more environment for the other nodes' scripts, set before ``open``
+        self.before_term = []  # callables run when SIGTERM reaches the chief, before the job stops
         self._builder = strategy_builder
         self._launch_argv = list(launch_argv) if launch_argv is not None else None
         env_context = JobContext.from_env(environ) if context is None and environ is not None else None
@@ -177,12 +185,15 @@ class Job:
     def _launch(self, item, strategy, job_id):
         argv = self._launch_argv if self._launch_argv is not None else _script_argv()
         staging = tempfile.mkdtemp(prefix="autodist-")
-        path = strategy.serialize(os.path.join(staging, "strategy.pb"))
-        self._coordinator = coordinator = Coordinator(self._spec, job_id, verbose=self._verbose)
-        atexit.register(self._finish_at_exit)
-        context = coordinator.launch(path, argv, os.getcwd(), serve_chief=True)
-        os.unlink(path)
-        os.rmdir(staging)
+        try:   # the staged copy goes also when the launch fails (preflight, a signal)
+            path = strategy.serialize(os.path.join(staging, "strategy.pb"))
+            self._coordinator = coordinator = Coordinator(
+                self._spec, job_id, verbose=self._verbose, monitor=self._monitor, stall_timeout=self._stall_timeout,
+                worker_env=self.worker_env, before_term=self._before_term)
+            atexit.register(self._finish_at_exit)
+            context = coordinator.launch(path, argv, os.getcwd(), serve_chief=True)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
         self._session_args = (context, coordinator.failure, coordinator.abort)
         return open_node_session(item, strategy, context, self._spec, failure=coordinator.failure,
                                  on_interrupt=coordinator.abort, monitor=self._monitor,
@@ -201,6 +212,10 @@ class Job:
             self._reporter = ReportWriter(self._monitor).start()
         return open_node_session(item, strategy, context, self._spec, failure=failure, monitor=self._monitor,
                                  **self._views(context, strategy, item))
+
+    def _before_term(self):
+        for callback in self.before_term:
+            callback()
 
     def _chief_gone(self):
         if os.getppid() != self._parent:

@@ -18,11 +18,17 @@ Rules, in the order they are checked:
 """
 import difflib
 import ipaddress
+import os
 import re
 
-__all__ = ["address_problem", "canonical_address", "is_loopback", "did_you_mean", "check_rules", "task_order"]
+__all__ = ["address_problem", "canonical_address", "is_loopback", "did_you_mean", "check_rules", "task_order",
+           "spec_warnings"]
 
 _LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)\Z")
+# Characters no address, hostname or network (10.0.0.0/8) contains: shell syntax such as ';', '$(', '${IFS}'.
+_NOT_IN_ADDRESSES = re.compile(r"[^A-Za-z0-9.:/%_-]")
+# Shell syntax in python_venv: it runs as written (a prefix such as `source ~/venv/bin/activate &&`).
+_SHELL_SYNTAX = re.compile(r"[;|&`$<>()\n\\]")
 
 
 def _ip(address):
@@ -40,6 +46,10 @@ def address_problem(address):
         return "an address cannot contain whitespace"
     if _ip(address) is not None:
         return None
+    odd = sorted(set(_NOT_IN_ADDRESSES.findall(address)))
+    if odd:
+        return ("not a valid IPv4/IPv6 address or hostname: {!r} contains {} (addresses use digits, '.' and "
+                "':'; hostnames letters, digits, '-' and '.')".format(address, " ".join(repr(c) for c in odd)))
     if "/" in address:
         return "expected a single address, got a network ({!r})".format(address)
     if ":" in address:
@@ -186,3 +196,22 @@ def _not_mixed(nodes, chief, tree, ctx):
                                                                  other["address"])
             raise ctx.error(problem, _line(tree, "nodes", i, "address"),
                             "nodes[{}].address".format(i))
+
+
+def spec_warnings(doc, tree, ctx):
+    """Problems a valid spec may still have at launch, as ``<file>:<line>: <key>: <problem>`` strings.
+
+    They are not errors: the key file is read on the machine that launches the
+    job (maybe not this one), and ``python_venv`` is a shell prefix by design.
+    """
+    for name, group in doc["ssh"].items():
+        key_file = group["key_file"]
+        if key_file is not None and not os.path.isfile(key_file):
+            yield str(ctx.error("{} does not exist on this machine; it must exist on the machine that launches "
+                                "the job (the chief)".format(key_file), _line(tree, "ssh", name, "key_file"),
+                                "ssh.{}.key_file".format(name)))
+        venv = group["python_venv"]
+        if _SHELL_SYNTAX.search(venv):
+            yield str(ctx.error("{!r} contains shell syntax; it runs as written in the node's shell before python "
+                                "(by design), so keep it to commands you trust".format(venv),
+                                _line(tree, "ssh", name, "python_venv"), "ssh.{}.python_venv".format(name)))

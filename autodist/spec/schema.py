@@ -30,7 +30,8 @@ from autodist.spec.rules import address_problem, did_you_mean
 from autodist.spec.yaml_tree import child_path, item_path, tree_from_python
 
 __all__ = ["Key", "Record", "ListOf", "MapOf", "Scalar", "IndexList", "EnvMap", "REQUIRED",
-           "SPEC", "NODE", "SSH_GROUP", "describe_schema"]
+           "SPEC", "NODE", "SSH_GROUP", "describe_schema",
+           "MAX_DEVICES", "MAX_NODES"]
 
 
 def _describe(value):
@@ -140,13 +141,24 @@ COUNT = Scalar("an integer", _is_int, _non_negative)
 ADDRESS = Scalar("an address (IPv4, IPv6 or hostname)", _is_str, address_problem, text=True)
 
 
+#: The longest device list and node list a spec may have (bounded work for any file).
+MAX_DEVICES = 1024
+MAX_NODES = 4096
+
+
+def _at_most(node, most, what, key, ctx):
+    if len(node.value) > most:
+        raise ctx.error("{} {} listed; at most {} are allowed".format(len(node.value), what, most), node.line, key)
+
+
 class IndexList:
-    """A list of distinct non-negative integers (device indices), as a tuple."""
+    """A list of at most MAX_DEVICES distinct non-negative integers (device indices), as a tuple."""
 
     expected = "a list of device indices such as [0, 1]"
 
     def check(self, node, key, ctx):
         _require(node, "seq", self.expected, key, ctx)
+        _at_most(node, MAX_DEVICES, "devices", key, ctx)
         seen = {}
         for i, item in enumerate(node.value):
             where = item_path(key, i)
@@ -186,15 +198,17 @@ class EnvMap:
 
 @dataclass(frozen=True)
 class ListOf:
-    """A non-empty list of items, each checked by ``item``."""
+    """A non-empty list of at most ``most`` items, each checked by ``item``."""
 
     item: object
     expected: str
+    most: int = MAX_NODES
 
     def check(self, node, key, ctx):
         _require(node, "seq", self.expected, key, ctx)
         if not node.value:
             raise ctx.error("must list at least one entry", node.line, key)
+        _at_most(node, self.most, "entries", key, ctx)
         return [_noting(self.item, item, item_path(key, i), ctx) for i, item in enumerate(node.value)]
 
 

@@ -17,7 +17,7 @@ import yaml
 
 from autodist.errors import ResourceSpecError
 
-__all__ = ["Node", "Entry", "Context", "parse_text", "tree_from_python", "child_path", "item_path"]
+__all__ = ["Node", "Entry", "Context", "MAX_VALUES", "parse_text", "tree_from_python", "child_path", "item_path"]
 
 
 class Node:
@@ -87,14 +87,39 @@ def _specificity(error):
     return tier, error.line if error.line is not None else 0
 
 
+#: Composing stops after this many YAML values: PyYAML builds objects per value, so a file of
+#: a million list items would take half a minute and gigabytes before any check could refuse it.
+MAX_VALUES = 50000
+
+
+class _TooManyValues(Exception):
+    def __init__(self, line):
+        super().__init__(line)
+        self.line = line
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader that stops after MAX_VALUES composed values."""
+
+    def compose_node(self, parent, index):
+        self._values = getattr(self, "_values", 0) + 1
+        if self._values > MAX_VALUES:
+            raise _TooManyValues(self.peek_event().start_mark.line + 1)
+        return super().compose_node(parent, index)
+
+
 def parse_text(text, path):
     """Compose YAML text into a Node tree; syntax errors report the parser's line."""
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = yaml.compose(text, Loader=_BoundedLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         raise ResourceSpecError("invalid YAML: " + _yaml_problem(exc), path=path,
                                 line=mark.line + 1 if mark else 1) from None
+    except _TooManyValues as exc:
+        raise ResourceSpecError("more than {} values; a resource spec lists machines and devices and has a few "
+                                "hundred (is this the right file?)".format(MAX_VALUES), path=path,
+                                line=exc.line) from None
     except yaml.reader.ReaderError as exc:
         line = text.count("\n", 0, exc.position) + 1
         raise ResourceSpecError("invalid YAML: special character #x{:04x} is not allowed".format(

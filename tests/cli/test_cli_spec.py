@@ -1,4 +1,5 @@
 """``autodist spec validate`` / ``autodist spec schema`` and the CLI's error contract."""
+import os
 import pathlib
 import shutil
 import subprocess
@@ -38,9 +39,12 @@ def bad_spec(tmp_path):
     return path
 
 
-def test_validate_good_spec_in_a_subprocess():
+def test_validate_good_spec_in_a_subprocess(tmp_path):
     path = SPECS / "two_nodes.yml"
-    result = run_module("spec", "validate", str(path))
+    (tmp_path / ".ssh").mkdir()
+    (tmp_path / ".ssh" / "id_ed25519").write_text("the spec's key_file exists: no warning")
+    result = subprocess.run([sys.executable, "-m", "autodist", "spec", "validate", str(path)],
+                            capture_output=True, text=True, timeout=120, env=dict(os.environ, HOME=str(tmp_path)))
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
         "{} (two-gpu-nodes): ok: 2 nodes, 10 devices (2 CPU, 8 GPU), chief 192.168.1.10".format(path)]

@@ -118,8 +118,8 @@ def test_a_session_on_a_graph_without_training_is_a_plain_session(tmp_path):
      """, "second session"),
     ("""
         with graph.as_default():
-            tf1.train.MonitoredTrainingSession(checkpoint_dir="/tmp/ckpt")
-     """, "checkpoint_dir"),
+            tf1.train.MonitoredTrainingSession(summary_dir="/tmp/summaries")
+     """, "summary_dir"),
     ("""
         with graph.as_default():
             hook = tf1.train.CheckpointSaverHook("/tmp/ckpt", save_steps=1)

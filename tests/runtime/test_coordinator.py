@@ -26,9 +26,12 @@ SPEC = {"nodes": [{"address": "10.0.0.1", "chief": True},
 class Cluster:
     """Recording runners for the non-chief nodes (a local runner for the chief) and their scripted fates."""
 
+    last = None   # the newest cluster, for tests whose launch raises
+
     def __init__(self, fates=None):
         self.fates = fates or {}     # (address, kind) -> (exit code or None, output)
         self.runners = {}
+        Cluster.last = self
 
     def behaviour(self, address):
         versions = json.dumps(dict(local_versions(), python="3"))
@@ -307,3 +310,42 @@ def test_a_verbose_console_shows_every_line(launch, capsys):
     assert wait_until(lambda: "absl" in worker.tail(5), 5.0)
     out = capsys.readouterr().out
     assert "{} 5002".format(READY) in out and "[{}] WARNING: All log messages".format(worker.name) in out
+
+
+def test_the_directories_above_a_new_job_directory_are_made_private_too(tmp_path):
+    cluster = Cluster()
+    base = tmp_path / "home" / ".autodist" / "jobs"
+    (tmp_path / "home").mkdir(mode=0o755)
+    coordinator = Coordinator(ResourceSpec.from_dict(SPEC), new_job_id(), runner_factory=cluster.factory,
+                              workdir_base=str(base), poll_interval=0.05, sink=open(os.devnull, "w"))
+    strategy = tmp_path / "strategy.pb"
+    strategy.write_bytes(b"plan")
+    try:
+        coordinator.launch(str(strategy), ["/abs/train.py"], "/the/cwd")
+        for path in (base.parent, base, base / ("job-" + coordinator.job_id)):
+            assert oct(os.stat(path).st_mode & 0o777) == "0o700", path
+        assert oct(os.stat(tmp_path / "home").st_mode & 0o777) == "0o755"   # it existed: left alone
+    finally:
+        coordinator.abort()
+
+
+@pytest.mark.parametrize("signum, raised", [(signal.SIGTERM, SystemExit), (signal.SIGINT, KeyboardInterrupt)])
+def test_a_signal_while_launching_stops_the_launch_and_leaves_nothing(launch, tmp_path, signum, raised):
+    before = signal.getsignal(signum)
+    said = tmp_path / "said.txt"
+    sink = open(said, "w")
+    slow = {("10.0.0.3", "server"): (None, "starting")}   # its server never says it listens
+    threading.Timer(0.5, os.kill, args=(os.getpid(), signum)).start()
+    with pytest.raises(raised) as info:
+        launch(slow, sink=sink, ready_timeout=20)
+    if raised is SystemExit:
+        assert info.value.code == 143
+    assert not [p for p in os.listdir(str(tmp_path)) if p.startswith("job-")]
+    started = []
+    for runner in Cluster.last.runners.values():
+        assert len(runner.removed) == 1 and runner.closed
+        started += [h for h in runner.handles if h.poll() is None]
+    assert started == []
+    sink.flush()
+    assert "stopping every process of the job" in said.read_text()
+    assert signal.getsignal(signum) is before

@@ -117,3 +117,25 @@ def test_no_progress_unless_asked(monkeypatch):
     monkeypatch.setattr(job, "_start", lambda item: "session")
     job.open(None)
     assert _FakeProgress.made == []
+
+
+def test_a_launch_that_fails_preflight_leaves_no_staged_strategy(tmp_path, monkeypatch):
+    from autodist.errors import PreflightError
+    from autodist.runtime import job as job_module
+
+    class Plan:
+        def serialize(self, path):
+            with open(path, "wb") as f:
+                f.write(b"plan")
+            return path
+
+    def unfit(self, *args, **kwargs):
+        raise PreflightError({"127.0.0.2": "python3 not found"})
+    monkeypatch.setattr(job_module.tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(job_module, "build_strategy", lambda item, spec, builder: Plan())
+    monkeypatch.setattr(job_module.Coordinator, "launch", unfit)
+    job = Job(TWO_NODES, environ={}, launch_argv=["train.py"])
+    with pytest.raises(PreflightError):
+        job.open(graph_item=None)
+    job.finish(abort=True)
+    assert os.listdir(str(tmp_path)) == []

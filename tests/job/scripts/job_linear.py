@@ -4,6 +4,7 @@
                               [--echo-env NAME ...] [--chief-pause-at K --chief-pause S]
                               [--chief-exit-at K --exit-code C [--loop-outside-scope]]
                               [--worker-fail-at-end [--fail-delay S]] [--worker-ignores-sigterm]
+                              [--stall-timeout S]
 
 Every node takes its share of the global batch by ``ad.worker_index``, prints
 ``STEP <i>`` after each step and, at the end, ``RESULT <json>`` with its
@@ -65,9 +66,10 @@ def main():
     parser.add_argument("--worker-fail-at-end", action="store_true")
     parser.add_argument("--fail-delay", type=float, default=0.0)
     parser.add_argument("--worker-ignores-sigterm", action="store_true")
+    parser.add_argument("--stall-timeout", type=float, default=300.0)
     args = parser.parse_args()
     tf1 = tf.compat.v1
-    ad = autodist.AutoDist(args.spec, getattr(strategies, args.strategy)())
+    ad = autodist.AutoDist(args.spec, getattr(strategies, args.strategy)(), stall_timeout=args.stall_timeout)
     if args.worker_ignores_sigterm and not ad.is_chief:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     x_all, y_all = data(args.seed)

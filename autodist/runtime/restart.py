@@ -1,0 +1,98 @@
+"""Restart a job after a node failure: ``autodist run --max-restarts N`` supervises its attempts.
+
+A chief cannot re-run a script from the middle, and its own TensorFlow server
+cannot be stopped inside its process, so with restarts the ``autodist run``
+process becomes a supervisor: each attempt is a fresh chief process running
+the same command (``python -m autodist run ...``), which launches a new job on
+the same resource spec. A chief that ends because another node failed (its
+script or server exited, its connection dropped, a stall) exits with
+``NODE_FAILED``; the supervisor then waits ``backoff`` s and starts the next
+attempt, and the script resumes from its newest complete checkpoint
+(``MonitoredTrainingSession(checkpoint_dir=...)``). Any other status ends the
+supervision with that status: success, the script's own error, Ctrl-C (130),
+SIGTERM (143)::
+
+    attempt 1   chief ── job ── 127.0.0.2's script killed ── exit NODE_FAILED
+                [autodist] restart 1 of 2 in 2 s: attempt 1 failed: worker on 127.0.0.2 failed: ...
+    attempt 2   chief ── job ── [autodist] resuming from /ckpt/model.ckpt-40 (global step 40) ── exit 0
+
+Exhausted restarts end with status 1 and a line per failed attempt. Ctrl-C
+and SIGTERM given to the supervisor go to the attempt running, which stops
+its job as always (``docs/running.md``, "How a job ends").
+"""
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from autodist.runtime.notices import notice
+
+__all__ = ["supervise", "NODE_FAILED", "EXIT_RESTARTS_EXHAUSTED"]
+
+NODE_FAILED = 75                # an attempt's status when another node of its job failed (EX_TEMPFAIL)
+EXIT_RESTARTS_EXHAUSTED = 1     # as a chief whose job failed without restarts
+_ERROR = "autodist: error: "
+
+
+class _Attempt:
+    """One chief process; its stderr is passed through, and its last error line kept."""
+
+    def __init__(self, argv):
+        self.error = None
+        self.proc = subprocess.Popen(argv, stderr=subprocess.PIPE)
+        self._reader = threading.Thread(target=self._pass_stderr, name="autodist-attempt-stderr", daemon=True)
+        self._reader.start()
+
+    def _pass_stderr(self):
+        for raw in self.proc.stderr:
+            line = raw.decode("utf-8", "replace")
+            sys.stderr.write(line)
+            sys.stderr.flush()
+            if line.startswith(_ERROR):
+                self.error = line[len(_ERROR):].strip()
+
+    def forward(self, signum, frame):
+        """A signal to the supervisor goes to the attempt, which stops its job."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signum)
+
+    def wait(self):
+        code = self.proc.wait()
+        self._reader.join(10)
+        return code
+
+
+def _run_attempt(argv):
+    """Run one attempt to its end with Ctrl-C / SIGTERM forwarded to it; ``(status, its error line)``."""
+    attempt = _Attempt(argv)
+    main = threading.current_thread() is threading.main_thread()
+    previous = {s: signal.signal(s, attempt.forward) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
+    try:
+        return attempt.wait(), attempt.error
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def supervise(argv, max_restarts, backoff=2.0, sink=None):
+    """Run ``argv`` (a chief's command) until it ends otherwise than by ``NODE_FAILED``, at most ``max_restarts`` times more.
+
+    Returns the last attempt's status, or ``EXIT_RESTARTS_EXHAUSTED`` when
+    every attempt ended by a node failure (each attempt's error is printed).
+    """
+    failures = []
+    while True:
+        started = time.monotonic()
+        code, error = _run_attempt(argv)
+        if code != NODE_FAILED:
+            return code
+        failures.append("attempt {} ({:.0f} s): {}".format(len(failures) + 1, time.monotonic() - started,
+                                                          (error or "a node failed").splitlines()[0]))
+        if len(failures) > max_restarts:
+            notice(sink, "the job failed {} time(s), no restart left (--max-restarts {}):\n{}".format(
+                len(failures), max_restarts, "\n".join("  " + f for f in failures)))
+            return EXIT_RESTARTS_EXHAUSTED
+        notice(sink, "restart {} of {} in {:.0f} s: {}; the new job resumes from the newest checkpoint".format(
+            len(failures), max_restarts, backoff, failures[-1]))
+        time.sleep(backoff)

@@ -1,0 +1,41 @@
+"""A node stopped with SIGSTOP (alive, silent) is reported as a stall within the stall timeout, and nothing is left."""
+import os
+import signal
+import time
+
+import pytest
+
+from jobtools import REPO, SCRIPTS, job_dir, job_processes, wait_until
+from test_job_failures import _pgid_of
+
+pytestmark = pytest.mark.slow
+
+LOOPBACK = os.path.join(REPO, "resource_specs", "loopback_two_nodes.yml")
+SCRIPT = os.path.join(SCRIPTS, "job_linear.py")
+STALL_TIMEOUT = 6.0
+
+
+def test_a_stopped_node_is_named_in_a_stall_report_and_the_job_ends(chiefs):
+    chief = chiefs([SCRIPT, LOOPBACK, "--strategy", "AllReduce", "--steps", "100000", "--sleep", "0.1",
+                    "--stall-timeout", str(STALL_TIMEOUT)])
+    chief.wait_for(r"\[127\.0\.0\.2\] STEP 15$", 150)   # its reports have come for a while
+    pgid = _pgid_of(chief.job_id, server=False)
+    stopped_at = time.monotonic()
+    os.killpg(pgid, signal.SIGSTOP)
+    try:
+        code = chief.wait(STALL_TIMEOUT + 60)
+    finally:
+        if chief.proc.poll() is None:
+            os.killpg(pgid, signal.SIGCONT)
+    hit = chief.find(r"stalled: ")
+    assert hit is not None, chief.output()[-4000:]
+    detected = hit[0] - stopped_at
+    print("stall reported after {:.1f} s".format(detected))
+    assert STALL_TIMEOUT - 1.5 <= detected < STALL_TIMEOUT + 5   # its last report came up to 1 s before the stop
+    assert code != 0
+    report = chief.output()[chief.output().index("stalled: "):]
+    assert "127.0.0.2: has not reached call" in report and "process alive" in report
+    assert "(stopped or frozen?)" in report and "STEP 15" in report
+    assert "StallError: worker on 127.0.0.2 stalled" in chief.output()
+    assert wait_until(lambda: job_processes(chief.job_id) == [], 10), job_processes(chief.job_id)
+    assert not os.path.exists(job_dir(chief.job_id))

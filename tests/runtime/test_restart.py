@@ -1,0 +1,47 @@
+"""The restart supervisor with stand-in attempts (small python commands, no job)."""
+import io
+import sys
+
+from autodist.runtime.restart import EXIT_RESTARTS_EXHAUSTED, NODE_FAILED, supervise
+
+# Fails with NODE_FAILED (and an error line) until it has run ``fail`` times, then exits ``final``.
+ATTEMPT = """import pathlib, sys
+count = pathlib.Path(sys.argv[1])
+runs = int(count.read_text()) + 1 if count.exists() else 1
+count.write_text(str(runs))
+if runs <= int(sys.argv[2]):
+    print("autodist: error: worker on 127.0.0.2 failed: run " + str(runs), file=sys.stderr)
+    sys.exit(int(sys.argv[4]))
+sys.exit(int(sys.argv[3]))
+"""
+
+
+def _supervise(tmp_path, fail, final, max_restarts):
+    sink = io.StringIO()
+    argv = [sys.executable, "-c", ATTEMPT, str(tmp_path / "runs"), str(fail), str(final), str(NODE_FAILED)]
+    code = supervise(argv, max_restarts, backoff=0.01, sink=sink)
+    return code, sink.getvalue(), int((tmp_path / "runs").read_text())
+
+
+def test_node_failures_are_restarted_until_an_attempt_succeeds(tmp_path):
+    code, said, runs = _supervise(tmp_path, fail=2, final=0, max_restarts=3)
+    assert (code, runs) == (0, 3)
+    lines = said.splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith("[autodist] restart 1 of 3 in 0 s: attempt 1 (")
+    assert lines[0].endswith("s): worker on 127.0.0.2 failed: run 1; the new job resumes from the newest checkpoint")
+    assert lines[1].startswith("[autodist] restart 2 of 3")
+
+
+def test_exhausted_restarts_exit_1_with_every_attempt(tmp_path):
+    code, said, runs = _supervise(tmp_path, fail=5, final=0, max_restarts=1)
+    assert (code, runs) == (EXIT_RESTARTS_EXHAUSTED, 2)
+    assert "[autodist] the job failed 2 time(s), no restart left (--max-restarts 1):" in said
+    assert "worker on 127.0.0.2 failed: run 1" in said and "worker on 127.0.0.2 failed: run 2" in said
+
+
+def test_any_other_status_is_final(tmp_path):
+    for final in (3, 130, 143):
+        (tmp_path / "runs").unlink(missing_ok=True)
+        code, said, runs = _supervise(tmp_path, fail=0, final=final, max_restarts=3)
+        assert (code, runs, said) == (final, 1, "")

@@ -1,0 +1,95 @@
+"""Stall reports: who held a step up, found from the nodes' reports (no processes), and by the coordinator."""
+import os
+import threading
+import time
+
+from autodist.errors import RemoteWorkerError, StallError
+from autodist.runner.base import wait_until
+from autodist.runtime.stall import NodeState, find_stall
+from autodist.runtime.step_report import StepMonitor
+
+
+def _chief(now, steps, busy):
+    return NodeState("127.0.0.1", (now, {"steps": steps, "busy": busy, "step_s": 0.01}), chief=True)
+
+
+def _node(address, received, steps, busy, alive=True, tail=""):
+    return NodeState(address, (received, {"steps": steps, "busy": busy, "step_s": 0.01}), alive, tail)
+
+
+def test_nothing_is_reported_while_steps_progress():
+    now = 100.0
+    assert find_stall([_chief(now, 5, 0.2), _node("127.0.0.2", now - 0.5, 5, 0.1)], now, 10) is None
+
+
+def test_a_stopped_node_is_named_with_its_last_step_and_log():
+    now = 100.0
+    stopped = _node("127.0.0.2", now - 11, 41, 0.0, tail="step 40\nstep 41\n")
+    error = find_stall([_chief(now, 41, 10.5), stopped, _node("127.0.0.3", now - 0.3, 41, 10.2)], now, 10)
+    assert isinstance(error, StallError) and isinstance(error, RemoteWorkerError)
+    assert error.host == "127.0.0.2"
+    lines = str(error).splitlines()
+    assert lines[0].startswith("worker on 127.0.0.2 stalled: 127.0.0.1 (the chief) has waited 10 s in session call 42")
+    assert ("  127.0.0.2: has not reached call 42: last completed call 41, not in a session call, process alive, "
+            "no report for 11.0 s (stopped or frozen?); last lines of its log:") in lines
+    assert "    | step 41" in lines
+    assert "  127.0.0.3: waiting in call 42 for 10.5 s" in lines
+
+
+def test_a_node_that_stops_reporting_is_a_stall_even_when_nobody_waits_yet():
+    now = 100.0
+    error = find_stall([_chief(now, 3, 0.0), _node("127.0.0.2", now - 12, 3, 0.0)], now, 10)
+    assert error.host == "127.0.0.2" and "127.0.0.2 sent no report for 12 s" in str(error)
+
+
+def test_a_chief_that_does_not_come_to_the_step_is_named():
+    now = 100.0
+    error = find_stall([_chief(now, 7, 0.0), _node("127.0.0.2", now - 0.2, 7, 30.0)], now, 10)
+    assert error.host == "127.0.0.1"
+    assert "127.0.0.1 (the chief): has not reached call 8: last completed call 7, not in a session call" in str(error)
+
+
+def test_a_node_without_a_report_yet_is_named_when_the_chief_waits():
+    now = 100.0
+    error = find_stall([_chief(now, 0, 12.0), NodeState("127.0.0.2", None)], now, 10)
+    assert error.host == "127.0.0.2" and "no report yet" in str(error)
+
+
+def test_the_coordinator_fails_a_job_whose_node_stops_reporting(tmp_path):
+    from test_coordinator import Cluster, SPEC
+    from autodist.runtime.coordinator import Coordinator
+    from autodist.runner import new_job_id
+    from autodist.spec.resource_spec import ResourceSpec
+    said = tmp_path / "said.txt"
+    monitor = StepMonitor()
+    cluster = Cluster()
+    coordinator = Coordinator(ResourceSpec.from_dict(SPEC), new_job_id(), runner_factory=cluster.factory,
+                              workdir_base=str(tmp_path), poll_interval=0.05, sink=open(said, "w"),
+                              monitor=monitor, stall_timeout=1.0, interrupt_after=None)
+    strategy = tmp_path / "strategy.pb"
+    strategy.write_bytes(b"plan")
+    try:
+        coordinator.launch(str(strategy), ["/abs/train.py"], "/the/cwd")
+        workers = cluster.handles("worker")
+        stop = threading.Event()
+
+        def report():   # 10.0.0.2 keeps reporting; 10.0.0.3 reports once, then goes quiet
+            workers[1].send_report({"steps": 2, "busy": 0.0, "step_s": 0.01})
+            while not stop.wait(0.2):
+                workers[0].send_report({"steps": 2, "busy": 0.1, "step_s": 0.01})
+        threading.Thread(target=report, daemon=True).start()
+        monitor.steps = 2
+        monitor.started()   # the chief waits in call 3
+        start = time.monotonic()
+        while coordinator.failure() is None and time.monotonic() - start < 10:
+            time.sleep(0.05)
+        stop.set()
+        error = coordinator.failure()
+        assert isinstance(error, StallError) and error.host == "10.0.0.3"
+        assert 1.0 <= time.monotonic() - start < 5.0
+        # The failure is published first, then the watch thread stops the others.
+        assert wait_until(lambda: all(h.terminated for h in cluster.handles("server") + workers), 5.0)
+        assert "stalled:" in said.read_text() and "10.0.0.3: has not reached call 3" in said.read_text()
+    finally:
+        coordinator.abort()
+    assert not os.path.exists(os.path.join(str(tmp_path), "job-" + coordinator.job_id))
