@@ -140,7 +140,6 @@ def test_callbacks_learning_rate_early_stopping_and_checkpoints_as_on_one_device
 
 
 def test_tensorboard_writes_the_epoch_logs(spec, tmp_path):
-    pytest.importorskip("tensorboard", reason="the TensorBoard callback needs the tensorboard package")
     x, y = _data("dense")
     ad, model = _distributed(spec, AllReduce(), "dense")
     model.fit(x, y, batch_size=BATCH, epochs=2, verbose=0,
