@@ -8,6 +8,7 @@ tolerance.
 import functools
 import itertools
 import os
+import re
 import uuid
 
 import pytest
@@ -108,7 +109,9 @@ def test_searched_plan_equivalent_to_single_device(pools, tmp_path):
     results = pools(topology).run(case, _rows(topology))
     split = {name for name, entry in read_entries(Strategy.deserialize(path=case["strategy_path"])).variables.items()
              if entry.partition is not None}
-    assert split == {"conv2d/kernel", "dense/kernel"}
+    # the pool's processes outlive a test: Keras numbers the layers of the cnn's one Conv2D and one Dense
+    # by how many came before (conv2d_8), so the layer's suffix is not part of the claim
+    assert {re.sub(r"_\d+/", "/", name) for name in split} == {"conv2d/kernel", "dense/kernel"} and len(split) == 2
     losses = [sum((list(node[0][step]) for node in results), []) for step in range(harness.STEPS)]
     for node_losses, node_values in results:
         harness.check(_reference("cnn"), losses, node_values)
