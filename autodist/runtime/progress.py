@@ -40,7 +40,7 @@ class Rates:
     ``step`` and steps/s are ``chief``'s; examples/s is summed over the nodes.
     ``overall``: the rates since each node's first step instead (the summary
     shown when the progress stops), or, when every step came before the second
-    sample, since the last sample before any step (the chief's, for a node
+    sample with a step (a job faster than the sampling), since the last sample before any step (the chief's, for a node
     whose first report came after its steps).
     """
 
@@ -76,7 +76,7 @@ class Rates:
 
     def _overall_start(self, node, history):
         first = self._first.get(node, history[0])
-        if first[0] < history[-1][0]:
+        if first[0] < history[-1][0] and history[-1][1] > first[1]:
             return first
         # a node first heard of with its steps done started with the chief's session (0 steps, 0 rows)
         return self._idle.get(node, self._idle.get(self._chief, first))

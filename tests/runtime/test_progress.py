@@ -44,6 +44,13 @@ def test_a_job_done_within_one_sample_is_rated_from_the_sample_before_its_steps(
                         overall=True) == (4, 2.0, 128.0)   # n2's first report came after its steps
 
 
+def test_a_job_done_before_the_second_sample_with_steps_is_rated_from_before_its_steps():
+    rates = Rates("chief")
+    rates.update({"chief": (0.0, _report(0, 0))})              # the session opens
+    rates.update({"chief": (1.0, _report(200, 6400))})         # every step done by the first interval
+    assert rates.update({"chief": (1.5, _report(200, 6400))}, overall=True) == (200, 200 / 1.5, 6400 / 1.5)
+
+
 def test_a_node_without_new_reports_keeps_its_last_rate():
     rates = Rates("chief")
     rates.update({"chief": (0.0, _report(0, 0))})
