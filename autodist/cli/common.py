@@ -11,11 +11,12 @@ module level: every command module is imported to build the parser, and
 Several modules may add actions to one group (``autodist spec validate`` here,
 ``autodist spec from-slurm`` elsewhere) through :func:`command_group`.
 """
+import argparse
 import sys
 
 from autodist.errors import AutoDistError
 
-__all__ = ["command_group", "report_error", "EXIT_USER_ERROR", "USER_ERRORS"]
+__all__ = ["command_group", "count", "report_error", "EXIT_USER_ERROR", "USER_ERRORS"]
 
 #: Exit status of a failure the user can fix (bad spec, missing file); argparse uses it too.
 EXIT_USER_ERROR = 2
@@ -51,3 +52,10 @@ def report_error(exc, stream=None):
         message = str(exc)
     message = " ".join(message.splitlines()) or type(exc).__name__
     print("autodist: error: " + message, file=stream or sys.stderr)
+
+
+def count(text):
+    """An argparse type: a whole number, 0 or more (argparse names the option in its error)."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError("expected a non-negative integer, got {!r}".format(text))
+    return int(text)

@@ -26,6 +26,7 @@ import argparse
 import os
 import sys
 
+from autodist.cli.common import count
 from autodist.cli.plan import builder_from_args, require_file
 from autodist.errors import RemoteWorkerError
 from autodist.runtime.restart import NODE_FAILED, supervise
@@ -59,7 +60,7 @@ def register(subparsers):
     parser.add_argument("--stall-timeout", type=_seconds, default=DEFAULT_STALL_TIMEOUT, metavar="S",
                         help="a step without progress for S seconds ends the job with a report of the nodes "
                              "that held it up (default: %(default).0f)")
-    parser.add_argument("--max-restarts", type=_count, default=0, metavar="N",
+    parser.add_argument("--max-restarts", type=count, default=0, metavar="N",
                         help="after a node failure (a script or server exits, a connection drops, a stall) start "
                              "a new job up to N times; the script resumes from its newest checkpoint "
                              "(MonitoredTrainingSession(checkpoint_dir=...)). Default 0")
@@ -80,12 +81,6 @@ def _seconds(text):
     if not value > 0:
         raise argparse.ArgumentTypeError("expected a positive number of seconds, got {!r}".format(text))
     return value
-
-
-def _count(text):
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError("expected a whole number of restarts (0 or more), got {!r}".format(text))
-    return int(text)
 
 
 def worker_argv(spec, strategy, builder_args, script, script_args, trace_dir=None, logdir=None, verbose=False):

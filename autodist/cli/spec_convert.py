@@ -10,13 +10,13 @@ rules). The spec is checked like ``autodist spec validate`` before it is
 written; the other nodes are reached through one ssh group, ``cluster``,
 made of the ssh options (the user defaults to the current one).
 """
-import argparse
 import getpass
 import os
 import sys
 
 import yaml
 
+from autodist.cli.common import count
 from autodist.cli.spec import spec_actions, summary
 from autodist.spec.convert import spec_from_slurm, spec_from_tf_config
 from autodist.spec.resource_spec import ResourceSpec
@@ -24,18 +24,12 @@ from autodist.spec.resource_spec import ResourceSpec
 __all__ = ["register", "ssh_group", "render"]
 
 
-def _count(text):
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError("expected a non-negative integer, got {!r}".format(text))
-    return int(text)
-
-
 def _common_options(parser, gpus_default):
-    parser.add_argument("--gpus-per-node", type=_count, default=gpus_default, metavar="N",
+    parser.add_argument("--gpus-per-node", type=count, default=gpus_default, metavar="N",
                         help="GPUs of every node (numbered 0..N-1)")
     ssh = parser.add_argument_group("ssh group 'cluster' (how the chief reaches the other nodes)")
     ssh.add_argument("--ssh-username", metavar="USER", help="login user (default: the current user)")
-    ssh.add_argument("--ssh-port", type=_count, default=22, metavar="PORT", help="sshd port (default: 22)")
+    ssh.add_argument("--ssh-port", type=count, default=22, metavar="PORT", help="sshd port (default: 22)")
     ssh.add_argument("--ssh-key-file", metavar="FILE", help="private key file (default: ssh-agent/default keys)")
     ssh.add_argument("--python-venv", metavar="PREFIX", default="",
                      help="shell prefix run before python on the nodes, e.g. 'source ~/venv/bin/activate'")
