@@ -104,6 +104,7 @@ class RunPlan:
         """``feeds``: ``(copies, split axis or None)`` per feed key, in the feed dict's order."""
         graph = session.graph
         self.unflatten = unflatten
+        self.names = tuple(names)
         self._inputs = [_Input(graph, copies, axis) for copies, axis in feeds]
         tensors = list(dict.fromkeys(n for n in names if ":" in n))
         targets = list(dict.fromkeys(n for n in names if ":" not in n))

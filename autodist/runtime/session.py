@@ -35,6 +35,7 @@ from autodist.runtime.composites import component_feeds, components, composite_v
 from autodist.runtime.input_epochs import explained_end_of_input
 from autodist.runner.base import run_bounded, wait_until
 from autodist.runtime.run_plans import RunPlans, map_fetches
+from autodist.runtime.sync_ops import SyncIndex
 
 __all__ = ["DistributedSession", "FetchMapper", "WatchedCaller", "await_failure", "flatten_fetches", "close_bounded",
            "PEER_ERROR_GRACE", "CLOSE_TIMEOUT", "CLOSE_GRACE"]
@@ -237,6 +238,7 @@ class DistributedSession(tf_session.SessionInterface):
                  tracer=None, scalars=None):
         self._session = session
         self._monitor = monitor   # a StepMonitor (``autodist.runtime.step_report``), or None
+        self._sync = SyncIndex(session.graph) if monitor is not None else None   # which calls are training steps
         self._tracer = tracer     # a StepTracer (``autodist.runtime.timeline``), or None
         self._scalars = scalars   # a ScalarLog (``autodist.runtime.summaries``), or None
         self._mapper = mapper
@@ -291,7 +293,7 @@ class DistributedSession(tf_session.SessionInterface):
             key, held, plan = self._plans.lookup(fetches, feed_dict, flatten_fetches)
             step = plan.bind(feed_dict.values() if feed_dict else ()) if plan is not None else None
             if step is not None:
-                return plan.unflatten(self._run_call(step, self._examples(feed_dict)))
+                return plan.unflatten(self._run_call(step, self._examples(feed_dict), plan.names))
         leaves, pack = flatten_fetches(fetches)
         self._check_graph(leaves + list(feed_dict or {}))
         names, unflatten = map_fetches(self._mapper, leaves, pack)
@@ -310,13 +312,13 @@ class DistributedSession(tf_session.SessionInterface):
 
     def _run_names(self, names, feeds, examples, options, run_metadata):
         return self._run_call(lambda: self._session.run(names, feeds, options=options, run_metadata=run_metadata),
-                              examples)
+                              examples, names)
 
-    def _run_call(self, fn, examples=0):
-        """One watched call of the inner session (``examples``: the rows it feeds); the end of a tf.data input
-        explained."""
+    def _run_call(self, fn, examples=0, names=()):
+        """One watched call of the inner session running ``names`` (``examples``: the rows it feeds); the end of
+        a tf.data input explained."""
         try:
-            return self._call(fn, examples)
+            return self._call(fn, examples, self._sync is not None and self._sync.synchronizes(names))
         except tf.errors.OutOfRangeError as e:
             raise explained_end_of_input(e, self._mapper.assignment) from e
 
@@ -335,10 +337,10 @@ class DistributedSession(tf_session.SessionInterface):
             self._tracer.finish_step(run_metadata, start_us)
         return values
 
-    def _call(self, fn, examples=0):
+    def _call(self, fn, examples=0, sync=False):
         monitor = self._monitor
         if monitor is not None:
-            monitor.started()
+            monitor.started(sync)
         try:
             return self._caller(fn) if self._caller is not None else fn()
         except tf.errors.OpError as e:

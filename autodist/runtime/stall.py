@@ -1,9 +1,12 @@
 """Stall reports: a step that makes no progress for ``stall_timeout`` s is a failure that says who is missing.
 
 Every node's session counts and times its calls (``step_report.StepMonitor``);
-launched nodes report ``{"steps", "busy", "step_s"}`` once a second, the chief
-reads its own monitor. The coordinator's watch thread asks ``find_stall``
-twice a second. A stall is either
+launched nodes report ``{"steps", "sync", "in_sync", "busy", "step_s"}`` once
+a second, the chief reads its own monitor. Steps are numbered by the calls
+that wait for the other nodes (``autodist.runtime.sync_ops``): the chief's
+own extra calls (reading a variable, a chief-only hook) do not count, so
+they never make another node look behind. The coordinator's watch thread
+asks ``find_stall`` twice a second. A stall is either
 
     a session call running for ``stall_timeout`` s or more   (a node waits in a
         step's barrier or collective for peers that never come), or
@@ -13,14 +16,20 @@ twice a second. A stall is either
 and the report names, for the call that waits, the nodes that have not reached
 it and what each is doing::
 
-    stalled: 127.0.0.1 (the chief) has waited 10 s in session call 12 (--stall-timeout 10 s)
-      127.0.0.2: has not reached call 12: last completed call 11, process alive, no report for 10.4 s
-        (stopped or frozen?); last lines of its log:
+    stalled: 127.0.0.1 (the chief) has waited 10 s in training step 12 (stall timeout 10 s)
+      127.0.0.2: has not reached training step 12: last completed step 11, not in a session call,
+        process alive, no report for 10.4 s (stopped or frozen?); last lines of its log:
         | step 11 loss 0.42
-      127.0.0.1 (the chief): waiting in call 12 for 10.0 s
+      127.0.0.1 (the chief): waiting in training step 12 for 10.0 s
 
 The caller turns it into a ``StallError`` (a ``RemoteWorkerError``), so a stall
 ends the job like any other node failure.
+
+The chief cannot report anything while it is itself stopped or frozen, so a
+launched node also bounds its own calls (``member_stall``): one that runs
+``MEMBER_GRACE`` s past the stall timeout means the chief did not end the job
+when it should have, and the node gives up with a ``StallError`` naming the
+chief instead of waiting for it forever.
 """
 import time
 from dataclasses import dataclass
@@ -29,10 +38,12 @@ from typing import Optional
 from autodist.errors import StallError
 from autodist.runtime.notices import notice
 
-__all__ = ["NodeState", "find_stall", "job_stall", "DEFAULT_STALL_TIMEOUT", "QUIET_AFTER"]
+__all__ = ["NodeState", "find_stall", "job_stall", "member_stall", "DEFAULT_STALL_TIMEOUT", "QUIET_AFTER",
+           "MEMBER_GRACE"]
 
 DEFAULT_STALL_TIMEOUT = 300.0
 QUIET_AFTER = 3.0   # s without a report after which a node counts as not running (reports come every second)
+MEMBER_GRACE = 10.0   # s a launched node waits past the stall timeout for the chief to end a stalled job
 _TAIL_LINES = 5
 
 
@@ -48,13 +59,19 @@ class NodeState:
 
 
 def _call(state, now):
-    """``(steps, busy_s, quiet_s)``: finished calls, seconds in the current call (0: none), seconds unheard."""
+    """``(done, busy_s, quiet_s, in_step)``: training steps finished, seconds in the current call (0: none),
+    seconds unheard (None: never heard), whether the current call is a training step.
+
+    Steps are the calls that synchronize (``sync`` of the report); a report
+    without it counts every call, each one a step.
+    """
     if state.report is None:
-        return 0, 0.0, None
+        return 0, 0.0, None, False
     received, data = state.report
     quiet = max(0.0, now - received)
     busy = float(data.get("busy") or 0.0)
-    return int(data.get("steps") or 0), (busy + quiet if busy > 0 else 0.0), quiet
+    done = int(data.get("sync", data.get("steps")) or 0)
+    return done, (busy + quiet if busy > 0 else 0.0), quiet, busy > 0 and bool(data.get("in_sync", True))
 
 
 def find_stall(states, now, timeout):
@@ -68,24 +85,26 @@ def find_stall(states, now, timeout):
     silent = [s for s in states if s.alive and calls[s.address][2] is not None and calls[s.address][2] >= timeout]
     if not waiting and not silent:
         return None
+    step = max(calls[s.address][0] for s in states) + 1
     if waiting:
-        waiter = max(waiting, key=lambda s: calls[s.address][1])
-        step = calls[waiter.address][0] + 1
-        headline = "{} has waited {:.0f} s in session call {}".format(
-            _name(waiter), calls[waiter.address][1], step)
+        heard = [s for s in waiting if not _unheard(s, calls[s.address])] or waiting   # a stopped node's call
+        waiter = max(heard, key=lambda s: calls[s.address][1])                      # only seems to run on
+        done, busy, _, in_step = calls[waiter.address]
+        step = done + 1
+        headline = "{} has waited {:.0f} s in {}".format(
+            _name(waiter), busy, "training step {}".format(step) if in_step else
+            "a session call outside the training steps (after training step {})".format(done))
+        missing = [s for s in states if (_missing(s, calls[s.address], step) if in_step
+                                         else _unheard(s, calls[s.address]))]
+        missing = missing or [s for s in states if s is not waiter]
     else:
-        waiter, step = None, max(calls[s.address][0] for s in states) + 1
         headline = "{} sent no report for {:.0f} s".format(" and ".join(_name(s) for s in silent),
                                                            calls[silent[0].address][2])
-    if waiter is None:
         missing = silent
-    else:
-        missing = [s for s in states if _missing(s, calls[s.address], step)] or [s for s in states if s is not waiter]
     lines = ["stalled: {} (stall timeout {:.0f} s)".format(headline, timeout)]
     lines += [_describe(s, calls[s.address], step, s in missing) for s in missing + [s for s in states
                                                                                       if s not in missing]]
-    culprit = missing[0] if missing else waiter
-    return StallError(culprit.address, "\n".join(lines), log_tail=culprit.tail)
+    return StallError(missing[0].address, "\n".join(lines), log_tail=missing[0].tail)
 
 
 def job_stall(job_id, chief, monitor, workers, timeout, sink=None):
@@ -99,37 +118,59 @@ def job_stall(job_id, chief, monitor, workers, timeout, sink=None):
     return error
 
 
+def member_stall(monitor, address, chief, timeout, grace=MEMBER_GRACE):
+    """A ``StallError`` naming the ``chief`` when this node's call has run ``timeout + grace`` s, else None.
+
+    For a node launched by a chief (``address``: this node), checked twice a
+    second while it waits in a session call (``session.WatchedCaller``).
+    """
+    busy = monitor.busy()
+    if timeout is None or busy < timeout + grace:
+        return None
+    snapshot = monitor.snapshot()
+    where = ("training step {}".format(snapshot["sync"] + 1) if snapshot["in_sync"] else
+             "a session call outside the training steps (after training step {})".format(snapshot["sync"]))
+    return StallError(chief, "stalled: {} has waited {:.0f} s in {} (stall timeout {:.0f} s), and the chief has "
+                             "not ended the job: it is stopped, frozen or cannot reach {}; {} gives up".format(
+                                 address, busy, where, timeout, address, address))
+
+
+def _unheard(state, call):
+    """True when ``state``'s node is gone, has never reported, or has not reported for ``QUIET_AFTER`` s."""
+    quiet = call[2]
+    return not state.alive or quiet is None or (quiet >= QUIET_AFTER and not state.chief)
+
+
 def _missing(state, call, step):
-    """True when ``state``'s node has not reached call ``step``: not in a call, behind, unheard, or gone."""
-    steps, busy, quiet = call
-    if not state.alive:
+    """True when ``state``'s node has not reached training step ``step``: unheard, gone, behind, elsewhere."""
+    done, busy, _, in_step = call
+    if _unheard(state, call):
         return True
-    if quiet is None:
-        return True
-    if quiet >= QUIET_AFTER and not state.chief:
-        return True
-    return busy == 0 or steps + 1 < step
+    return done < step and not (in_step and done + 1 == step)
 
 
 def _name(state):
     return "{} (the chief)".format(state.address) if state.chief else state.address
 
 
+def _doing(call):
+    done, busy, _, in_step = call
+    if not busy:
+        return "last completed step {}, not in a session call".format(done)
+    if in_step:
+        return "waiting in training step {} for {:.1f} s".format(done + 1, busy)
+    return "last completed step {}, in a session call outside the training steps for {:.1f} s".format(done, busy)
+
+
 def _describe(state, call, step, missing):
-    steps, busy, quiet = call
     if not missing:
-        if not busy:
-            return "  {}: last completed call {}, not in a session call".format(_name(state), steps)
-        return "  {}: waiting in call {} for {:.1f} s".format(_name(state), steps + 1, busy)
-    if quiet is None:
-        doing = "no report yet (its session may not be open)"
-    else:
-        doing = "last completed call {}, {}".format(steps, "in call {} for {:.1f} s".format(steps + 1, busy)
-                                                    if busy else "not in a session call")
+        return "  {}: {}".format(_name(state), _doing(call))
+    quiet = call[2]
+    doing = "no report yet (its session may not be open)" if quiet is None else _doing(call)
     process = "process alive" if state.alive else "process gone"
     if state.alive and quiet is not None and quiet >= QUIET_AFTER and not state.chief:
         process += ", no report for {:.1f} s (stopped or frozen?)".format(quiet)
-    text = "  {}: has not reached call {}: {}, {}".format(_name(state), step, doing, process)
+    text = "  {}: has not reached training step {}: {}, {}".format(_name(state), step, doing, process)
     tail = [line for line in state.tail.splitlines() if line.strip()][-_TAIL_LINES:]
     if tail:
         text += "; last lines of its log:\n" + "\n".join("    | " + line for line in tail)

@@ -1,4 +1,9 @@
-"""A node stopped with SIGSTOP (alive, silent) is reported as a stall within the stall timeout, and nothing is left."""
+"""A node stopped with SIGSTOP (alive, silent) is reported as a stall within the stall timeout, and nothing is left.
+
+The chief reads the weights twice after each step (session calls the other
+node never makes): the report still puts both nodes at the same training step.
+"""
+import re
 import os
 import signal
 import time
@@ -17,7 +22,7 @@ STALL_TIMEOUT = 6.0
 
 def test_a_stopped_node_is_named_in_a_stall_report_and_the_job_ends(chiefs):
     chief = chiefs([SCRIPT, LOOPBACK, "--strategy", "AllReduce", "--steps", "100000", "--sleep", "0.1",
-                    "--stall-timeout", str(STALL_TIMEOUT)])
+                    "--stall-timeout", str(STALL_TIMEOUT), "--chief-reads", "2"])
     chief.wait_for(r"\[127\.0\.0\.2\] STEP 15$", 150)   # its reports have come for a while
     pgid = _pgid_of(chief.job_id, server=False)
     stopped_at = time.monotonic()
@@ -34,7 +39,16 @@ def test_a_stopped_node_is_named_in_a_stall_report_and_the_job_ends(chiefs):
     assert STALL_TIMEOUT - 1.5 <= detected < STALL_TIMEOUT + 5   # its last report came up to 1 s before the stop
     assert code != 0
     report = chief.output()[chief.output().index("stalled: "):]
-    assert "127.0.0.2: has not reached call" in report and "process alive" in report
+    assert "127.0.0.2: has not reached training step" in report and "process alive" in report
+    # The worker printed STEP i after its (i + 1)th step; the chief waits in step i + 2 (i + 3 if the stop
+    # caught the worker inside step i + 2 after the chief got its part). Counted by session calls, the
+    # chief (3 a step) would be near step 3 (i + 2).
+    last = max(int(n) for n in re.findall(r"^\[127\.0\.0\.2\] STEP (\d+)$", chief.output(), re.M))
+    waits = int(re.search(r"127\.0\.0\.1 \(the chief\): waiting in training step (\d+)", report).group(1))
+    assert last + 2 <= waits <= last + 3, (last, report)
+    behind = int(re.search(r"127\.0\.0\.2: has not reached training step {}: last completed step (\d+),"
+                           .format(waits), report).group(1))
+    assert behind <= waits - 1   # its last report may be up to a second older than the stop
     assert "(stopped or frozen?)" in report and "STEP 15" in report
     assert "StallError: worker on 127.0.0.2 stalled" in chief.output()
     assert wait_until(lambda: job_processes(chief.job_id) == [], 10), job_processes(chief.job_id)

@@ -147,6 +147,20 @@ def test_a_step_trains_every_replica_and_variables_give_their_synchronized_value
     np.testing.assert_array_equal(raw[0], w_after)
 
 
+def test_the_monitor_counts_training_steps_apart_from_reads(job):
+    session, model, _ = job
+    monitor = session._monitor
+    before = monitor.snapshot()
+    feed = _feed(model, 4)
+    for _ in range(3):   # the same signature three times: the ordinary path, then a cached plan
+        session.run(model["train"], feed)
+        session.run(model["w"])
+    session.run([model["train"], model["per_example"]], feed)
+    after = monitor.snapshot()
+    assert after["steps"] - before["steps"] == 7
+    assert after["sync"] - before["sync"] == 4   # the reads of w wait for nobody; the steps all-reduce
+
+
 def test_fetch_mapping(job):
     session, model, _ = job
     mapper = session._mapper

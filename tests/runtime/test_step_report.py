@@ -10,7 +10,7 @@ from autodist.runtime.step_report import WAIT_FOR_CHIEF, ReportWriter, StepMonit
 
 def test_the_monitor_counts_calls_and_reports_the_one_in_flight():
     monitor = StepMonitor()
-    assert monitor.snapshot() == {"steps": 0, "examples": 0, "busy": 0.0, "step_s": 0.0}
+    assert monitor.snapshot() == {"steps": 0, "examples": 0, "busy": 0.0, "step_s": 0.0, "sync": 0, "in_sync": False}
     for _ in range(3):
         monitor.started()
         monitor.finished()
@@ -22,6 +22,22 @@ def test_the_monitor_counts_calls_and_reports_the_one_in_flight():
     assert 0.0 <= snapshot["step_s"] < 0.04
     monitor.finished()
     assert monitor.snapshot()["busy"] == 0.0 and monitor.snapshot()["steps"] == 4
+
+
+def test_the_monitor_counts_training_steps_apart_from_other_calls():
+    monitor = StepMonitor()
+    for sync in (True, False, False, True):   # a step, two reads of a variable, a step
+        monitor.started(sync)
+        monitor.finished()
+    monitor.started(sync=True)
+    snapshot = monitor.snapshot()
+    assert (snapshot["steps"], snapshot["sync"], snapshot["in_sync"]) == (4, 2, True)
+    assert monitor.busy() > 0.0
+    monitor.finished()
+    monitor.started(sync=False)
+    assert monitor.snapshot()["in_sync"] is False and monitor.snapshot()["sync"] == 3
+    monitor.finished()
+    assert monitor.busy() == 0.0
 
 
 def test_the_writer_sends_framed_snapshots_on_its_file_descriptor():

@@ -4,7 +4,7 @@
                               [--echo-env NAME ...] [--chief-pause-at K --chief-pause S]
                               [--chief-exit-at K --exit-code C [--loop-outside-scope]]
                               [--worker-fail-at-end [--fail-delay S]] [--worker-ignores-sigterm]
-                              [--stall-timeout S]
+                              [--stall-timeout S] [--chief-reads N]
 
 Every node takes its share of the global batch by ``ad.worker_index``, prints
 ``STEP <i>`` after each step and, at the end, ``RESULT <json>`` with its
@@ -20,7 +20,9 @@ with ``--loop-outside-scope``, in a training loop after the scope (as
 ``ad.function`` scripts do); ``--worker-fail-at-end`` makes the other nodes
 fail an assertion after their RESULT line (``--fail-delay`` seconds later);
 ``--worker-ignores-sigterm`` makes them ignore SIGTERM, so that stopping the
-job takes the runner's whole grace period.
+job takes the runner's whole grace period. ``--chief-reads N`` makes the chief
+read the weights N times after each step: session calls the other nodes do
+not make (a stall report must still see them at the same step).
 """
 import argparse
 import json
@@ -67,6 +69,7 @@ def main():
     parser.add_argument("--fail-delay", type=float, default=0.0)
     parser.add_argument("--worker-ignores-sigterm", action="store_true")
     parser.add_argument("--stall-timeout", type=float, default=300.0)
+    parser.add_argument("--chief-reads", type=int, default=0)
     args = parser.parse_args()
     tf1 = tf.compat.v1
     ad = autodist.AutoDist(args.spec, getattr(strategies, args.strategy)(), stall_timeout=args.stall_timeout)
@@ -83,9 +86,9 @@ def main():
         train = tf1.train.GradientDescentOptimizer(LR).minimize(tf.reduce_mean(per_example))
         sess = ad.create_distributed_session()
         if not args.loop_outside_scope:
-            losses = train_loop(ad, sess, args, train, per_example, {x: x_all[rows], y: y_all[rows]})
+            losses = train_loop(ad, sess, args, (train, per_example, w), {x: x_all[rows], y: y_all[rows]})
     if args.loop_outside_scope:
-        losses = train_loop(ad, sess, args, train, per_example, {x: x_all[rows], y: y_all[rows]})
+        losses = train_loop(ad, sess, args, (train, per_example, w), {x: x_all[rows], y: y_all[rows]})
     result = {"index": ad.worker_index, "num_workers": ad.num_workers, "losses": losses,
               "w": sess.run(w).ravel().tolist(), "env": {k: os.environ.get(k) for k in args.echo_env}}
     say("RESULT " + json.dumps(result))
@@ -94,12 +97,15 @@ def main():
         assert os.path.exists("/nonexistent/checked-file"), "the checked file is missing"
 
 
-def train_loop(ad, sess, args, train, per_example, feed):
+def train_loop(ad, sess, args, tensors, feed):
+    train, per_example, w = tensors
     losses = []
     for step in range(args.steps):
         _, loss = sess.run([train, per_example], feed)
         losses.append(loss.tolist())
         say("STEP {}".format(step))
+        for _ in range(args.chief_reads if ad.is_chief else 0):
+            sess.run(w)
         if not ad.is_chief:
             time.sleep(args.sleep)
         elif step == args.chief_pause_at:
