@@ -36,7 +36,7 @@ from autodist.runtime.coordinator import Coordinator
 from autodist.runtime.node_session import open_node_session
 from autodist.runtime.progress import Progress
 from autodist.runtime.server import start_in_process
-from autodist.runtime.stall import DEFAULT_STALL_TIMEOUT
+from autodist.runtime.stall import DEFAULT_STALL_TIMEOUT, member_stall
 from autodist.runtime.step_report import ReportWriter, StepMonitor
 from autodist.spec.cluster import cpu_count_of
 
@@ -206,7 +206,7 @@ class Job:
             strategy.serialize(os.path.expanduser(context.strategy_path))
         else:
             strategy = load_strategy(context)
-        failure = self._chief_gone if self._launched_by_chief else None
+        failure = self._chief_lost if self._launched_by_chief else None
         self._session_args = (context, failure, None)
         if self._launched_by_chief and self._reporter is None:
             self._reporter = ReportWriter(self._monitor).start()
@@ -221,6 +221,11 @@ class Job:
         if os.getppid() != self._parent:
             return RemoteWorkerError(self._context.chief, reason="the chief process is gone")
         return None
+
+    def _chief_lost(self):
+        """A launched node's view of the chief: its process is gone, or it let a call run far past the stall timeout."""
+        return self._chief_gone() or member_stall(self._monitor, self._context.address, self._context.chief,
+                                                  self._stall_timeout)
 
     # -- reopen ------------------------------------------------------------------------
     def reopen(self, graph_item):

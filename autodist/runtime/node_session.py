@@ -11,8 +11,15 @@ the node this process runs on, for ``autodist.runtime.job`` (the job's first
 session and every reopened one).
 
 The init op is a collective over every replica, so it returns when the whole
-job is up; until then a member only waits (bounded by ``init_timeout``).
+job is up; until then a member only waits, bounded by ``init_timeout``
+twice: TensorFlow's own ``RunOptions`` timeout ends a step that waits in a
+collective, but not the session's creation on the master, which waits without
+a limit for every server of the cluster (a stopped or frozen peer); the init
+runs on a watched thread that gives up ``INIT_GRACE`` s later, naming the
+nodes waited for.
 """
+import time
+
 import tensorflow as tf
 
 from autodist.spec.cluster import cpu_count_of, node_config
@@ -22,7 +29,9 @@ from autodist.kernel.assignment import NodeContext
 from autodist.kernel.names import INIT_OPS
 from autodist.runtime.session import DistributedSession, FetchMapper, WatchedCaller, await_failure, close_bounded
 
-__all__ = ["open_node_session"]
+__all__ = ["open_node_session", "run_init", "INIT_GRACE"]
+
+INIT_GRACE = 5.0   # s past ``init_timeout`` before the watched init gives up on TensorFlow's own timeout
 
 
 def _import(item):
@@ -46,11 +55,34 @@ def open_node_session(graph_item, strategy, context, resource_spec, failure=None
     cpus, threads = (cpu_count_of(spec_node), spec_node.threads) if spec_node is not None else (1, 0)
     config = node_config(cpus, context.chief_task, threads or None)
     session = tf.compat.v1.Session(context.target, graph=graph, config=config)
+    run_init(session, INIT_OPS, context, failure, init_timeout)
+    mapper = FetchMapper(graph_item.graph, graph, result.assignment, aliases=_aliases(result))
+    dist = DistributedSession(session, mapper, graph_item.graph, failure=failure, on_interrupt=on_interrupt,
+                              monitor=monitor, tracer=tracer, scalars=scalars)
+    dist.transform_result = result
+    return dist
+
+
+def run_init(session, ops, context, failure, init_timeout):
+    """Run ``ops`` (the job's init: they wait for every node) on ``session``, bounded (module docstring).
+
+    Raises the job's failure (``failure()``) when there is one, else
+    ``SessionError`` naming the nodes waited for; the session is closed then.
+    """
     options = tf.compat.v1.RunOptions(timeout_in_ms=int(init_timeout * 1000))
-    run_init = lambda: [session.run(op, options=options) for op in INIT_OPS]  # noqa: E731
+    deadline = time.monotonic() + init_timeout + INIT_GRACE
+    late = SessionError("node {}: the job did not come up within {:.0f} s: waited for the TensorFlow servers and "
+                        "distributed sessions of {} (every node must create its distributed session; is one "
+                        "stopped, frozen or unreachable?)".format(context.address, init_timeout, ", ".join(
+                            a + (" (the chief)" if a == context.chief else "") for a in context.addresses
+                            if a != context.address) or "no other node"))
+
+    def watch():
+        found = failure() if failure is not None else None
+        return found if found is not None or time.monotonic() < deadline else late
     try:
         try:
-            WatchedCaller(failure)(run_init) if failure is not None else run_init()
+            WatchedCaller(watch)(lambda: [session.run(op, options=options) for op in ops])
         except BaseException:
             close_bounded(session, troubled=True)
             raise
@@ -60,13 +92,7 @@ def open_node_session(graph_item, strategy, context, resource_spec, failure=None
             raise remote from e
         if not isinstance(e, tf.errors.DeadlineExceededError):
             raise
-        raise SessionError("node {}: the job did not come up within {:.0f} s (every node must create its "
-                           "distributed session)".format(context.address, init_timeout)) from e
-    mapper = FetchMapper(graph_item.graph, graph, result.assignment, aliases=_aliases(result))
-    dist = DistributedSession(session, mapper, graph_item.graph, failure=failure, on_interrupt=on_interrupt,
-                              monitor=monitor, tracer=tracer, scalars=scalars)
-    dist.transform_result = result
-    return dist
+        raise late from e
 
 
 def _aliases(result):

@@ -53,3 +53,29 @@ def test_a_stopped_node_is_named_in_a_stall_report_and_the_job_ends(chiefs):
     assert "StallError: worker on 127.0.0.2 stalled" in chief.output()
     assert wait_until(lambda: job_processes(chief.job_id) == [], 10), job_processes(chief.job_id)
     assert not os.path.exists(job_dir(chief.job_id))
+
+
+def test_a_node_gives_up_on_a_stopped_chief_within_the_stall_timeout_and_its_grace(chiefs):
+    """The chief (stopped) cannot report its own stall: the other node bounds its step itself."""
+    from autodist.runtime.stall import MEMBER_GRACE
+    timeout = 4.0
+    chief = chiefs([SCRIPT, LOOPBACK, "--strategy", "AllReduce", "--steps", "100000", "--sleep", "0.1",
+                    "--stall-timeout", str(timeout)])
+    chief.wait_for(r"\[127\.0\.0\.2\] STEP 5$", 150)
+    worker = _pgid_of(chief.job_id, server=False)
+    os.kill(chief.proc.pid, signal.SIGSTOP)
+    stopped_at = time.monotonic()
+    try:
+        gone = wait_until(lambda: worker not in job_processes(chief.job_id), timeout + MEMBER_GRACE + 20)
+        waited = time.monotonic() - stopped_at
+    finally:
+        os.kill(chief.proc.pid, signal.SIGCONT)
+    print("the other node gave up after {:.1f} s".format(waited))
+    assert gone and waited < timeout + MEMBER_GRACE + 20
+    assert waited >= timeout + MEMBER_GRACE - 1.5   # its step began up to ~1 s before the stop
+    code = chief.wait(60)
+    assert code != 0
+    assert "StallError: worker on 127.0.0.1 stalled: 127.0.0.2 has waited" in chief.output(), chief.output()[-3000:]
+    assert "and the chief has not ended the job" in chief.output()
+    assert wait_until(lambda: job_processes(chief.job_id) == [], 10), job_processes(chief.job_id)
+    assert not os.path.exists(job_dir(chief.job_id))
