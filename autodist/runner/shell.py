@@ -30,10 +30,12 @@ The wrapper prints ``__autodist_pgid__ <pgid>`` as its first line, starts a
 small watchdog, then ``exec``s the user's argv, which keeps that pid.  The
 watchdog sits in the same group reading the channel's stdin; the SSH server
 closes that pipe when the command ends or the connection drops, and the
-watchdog then sends TERM to the whole group, waits up to the grace period for
-the leader to go, and KILLs the group (itself included).  So a remote job never
-outlives its connection, and anything the user's process left behind in its
-group dies with it.
+watchdog then sends TERM and CONT to the whole group (a stopped program acts on
+the TERM at once), waits up to the grace period for the leader to go, and KILLs
+the group (itself included).  So a remote job never outlives its connection, and
+anything the user's process left behind in its group dies with it. (A watchdog
+stopped with its whole group cannot act; the chief's ``kill_command``, which
+also sends CONT, and the KILL after the grace still end such a group.)
 """
 import os
 import posixpath
@@ -67,6 +69,7 @@ exec 3<&0 </dev/null
 ( trap '' TERM INT HUP
   while read -r _ <&3; do :; done
   kill -s TERM -- "-$$"
+  kill -s CONT -- "-$$"
   i=0
   while [ "$i" -lt "$g" ] && kill -s 0 "$$"; do sleep {tick}; i=$((i+1)); done
   kill -s KILL -- "-$$" ) >/dev/null 2>&1 &
@@ -74,13 +77,15 @@ exec 3<&-
 exec "$@"
 """.format(marker=PGID_MARKER, tick=_TICK)
 
-# $1 is the pgid, $2 the grace in ticks.  TERM the group, wait until its
-# leader is gone or the grace is over, then KILL whatever is left.  Waiting on
+# $1 is the pgid, $2 the grace in ticks.  TERM the group, CONT it (a stopped
+# process, SIGSTOP or a stall, acts on the TERM only once it runs again), wait
+# until its leader is gone or the grace is over, then KILL whatever is left.  Waiting on
 # the leader rather than the group: orphaned members turn into zombies that an
 # init which reaps lazily (as in containers) keeps in the group for a while.
 # Exit 0 either way: a group that is already gone is the goal, not an error.
 _KILL = """p=$1; g=$2
 kill -s TERM -- "-$p" 2>/dev/null || exit 0
+kill -s CONT -- "-$p" 2>/dev/null
 i=0
 while [ "$i" -lt "$g" ] && kill -s 0 "$p" 2>/dev/null; do sleep {tick}; i=$((i+1)); done
 kill -s KILL -- "-$p" 2>/dev/null
@@ -184,7 +189,7 @@ def parse_pgid_line(line):
 
 
 def kill_command(pgid, grace=5.0):
-    """Shell text that stops process group ``pgid``: TERM, up to ``grace`` s, KILL.
+    """Shell text that stops process group ``pgid``: TERM and CONT, up to ``grace`` s, KILL.
 
     Only a real group id (an int > 1) is accepted: ``kill -- -1`` or ``-0``
     would signal every process of the user or the caller's own group.

@@ -19,6 +19,11 @@ ECHO = ("import json, os, sys; keys = os.environ.get('CHECK_KEYS', '').split(','
         "print(json.dumps({'argv': sys.argv[1:], 'cwd': os.getcwd(), "
         "'env': {k: os.environ.get(k) for k in keys if k}}))")
 
+# A program with a SIGTERM handler (as a training script may have): stopped, it acts on the TERM only
+# once it runs again (a signal whose default action kills would end even a stopped process).
+TERM_HANDLER = [sys.executable, "-c", "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: "
+                "sys.exit(7)); print('ready', flush=True); time.sleep(300)"]
+
 HOSTILE = [
     "plain", "two words", "  leading and trailing  ", "", "'", '"', "''", '"\'"', "\\", "\\'",
     "$(touch /tmp/autodist-pwned)", "`touch /tmp/autodist-pwned`", "$HOME", "${HOME}", "$$",
@@ -182,6 +187,41 @@ def test_kill_command_escalates_to_kill_after_grace(group_pids, poll_until):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(5)
+
+
+def test_kill_command_wakes_a_stopped_group_so_that_it_acts_on_the_term(group_pids, poll_until):
+    """A node stopped with SIGSTOP (a stall) would sit on the TERM until the KILL: it gets SIGCONT."""
+    proc = subprocess.Popen(TERM_HANDLER, start_new_session=True, stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline() == b"ready\n"
+        os.killpg(proc.pid, signal.SIGSTOP)
+        killer = subprocess.Popen(["sh", "-c", shell.kill_command(proc.pid, grace=30.0)])
+        assert proc.wait(10) == 7   # its handler ran, well within the 30 s grace: no KILL was needed
+        assert killer.wait(10) == 0               # the leader reaped, the kill stops waiting
+        assert poll_until(lambda: not group_pids(proc.pid))
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(5)
+
+
+def test_the_watchdog_wakes_a_stopped_program_when_the_connection_closes(group_pids, poll_until):
+    command = shell.remote_command(TERM_HANDLER, grace=30.0)
+    proc = subprocess.Popen(["bash", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    pgid = None
+    try:
+        pgid = shell.parse_pgid_line(proc.stdout.readline().decode())
+        assert proc.stdout.readline() == b"ready\n"
+        os.kill(pgid, signal.SIGSTOP)   # the program, not its watchdog
+        proc.stdin.close()
+        assert proc.wait(10) == 7   # its handler ran, well within the 30 s grace
+        assert poll_until(lambda: not group_pids(pgid))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+        if pgid and group_pids(pgid):
+            os.killpg(pgid, signal.SIGKILL)
 
 
 def test_closing_stdin_stops_the_group(group_pids, poll_until):

@@ -108,6 +108,20 @@ def test_terminate_right_after_run_waits_for_a_slow_venv_prefix(sshd, group_pids
             handle.terminate(grace=0.5)
 
 
+def test_terminate_wakes_a_stopped_remote_group(sshd, group_pids, poll_until):
+    """A stalled node (SIGSTOP) acts on the TERM at once: the kill sends CONT, no KILL is needed."""
+    with SSHRunner(sshd.host, sshd.config()) as runner:
+        handle = runner.run([PY, "-c", "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: "
+                             "sys.exit(7)); print('ready', flush=True); time.sleep(300)"], sink=io.StringIO())
+        try:
+            assert poll_until(lambda: "ready" in handle.tail(), 30)   # it has a SIGTERM handler
+            os.killpg(handle.pgid, signal.SIGSTOP)   # the loopback "remote" group: the program and its watchdog
+            assert handle.terminate(grace=30.0) == 7   # its handler ran, within the grace
+            assert poll_until(lambda: not group_pids(handle.pgid), 5)
+        finally:
+            handle.terminate(grace=0.5)
+
+
 def test_group_dies_with_its_leader(runner, group_pids, poll_until):
     handle = runner.run(["sh", "-c", "sleep 300 & echo $!"])
     assert handle.wait(30) == 0
