@@ -194,23 +194,33 @@ def read_node_file(target, task, path, deadline, interval=0.2):
     node's server (``target``): the bytes come back over the job's own gRPC
     channels, so no shared file system and no extra connection is needed.
     A missing file is retried every ``interval`` s until ``deadline`` (monotonic).
+    The ``RunOptions`` timeout bounds a read, but not the session's creation
+    on the master, which waits for every server of the cluster (a stopped
+    node's forever): the reads run on a watched thread that gives up at the
+    deadline, and the session is closed within a bound.
     """
     import tensorflow as tf
+    from autodist.runtime.session import WatchedCaller, close_bounded
     graph = tf.Graph()
     with graph.as_default(), tf.device(host_cpu(task)):
         data = tf.io.read_file(path)
-    with tf.compat.v1.Session(target, graph=graph) as session:
+    late = tf.errors.DeadlineExceededError(None, None, "node {} did not answer by the deadline".format(task))
+    caller = WatchedCaller(lambda: late if time.monotonic() > deadline + interval else None, interval=interval)
+    session = tf.compat.v1.Session(target, graph=graph)
+    try:
         while True:
             remaining = deadline - time.monotonic()
             options = tf.compat.v1.RunOptions(timeout_in_ms=max(int(remaining * 1000), 1))
             try:
-                return session.run(data, options=options)
+                return caller(lambda: session.run(data, options=options))
             except (tf.errors.NotFoundError, tf.errors.DeadlineExceededError):
                 if time.monotonic() + interval >= deadline:
                     return None
                 time.sleep(interval)
             except tf.errors.OpError:   # the node is gone (its failure is the job's to report)
                 return None
+    finally:
+        close_bounded(session, troubled=caller.in_flight)
 
 
 def writable_directory(path, what, address):

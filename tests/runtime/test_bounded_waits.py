@@ -1,8 +1,9 @@
-"""A launched node never waits forever for a chief that is stopped, frozen or never came.
+"""No wait for another node is without a bound, even for a node stopped, frozen or never come.
 
-    member_stall   a call running past the stall timeout (+ grace) is the chief's stall
-    run_init       the job's init waits for every server; TensorFlow bounds the step,
-                   not the session's creation, which waits for a silent peer forever
+    member_stall     a launched node's call running past the stall timeout (+ grace) is the chief's stall
+    run_init         the job's init waits for every server; TensorFlow bounds the step,
+                     not the session's creation, which waits for a silent peer forever
+    read_node_file   the chief's timeline reads another node's file through a session: the same
 """
 import os
 import subprocess
@@ -48,6 +49,7 @@ _NO_PEER = textwrap.dedent("""
     from autodist.runtime.context import JobContext
     from autodist.runtime import node_session
     from autodist.runtime.node_session import run_init
+    from autodist.runtime.timeline import read_node_file
     from autodist.spec.cluster import start_server, node_config
 
     # Task 1 serves; task 0 (the chief's address) has a port nobody listens on: its server never came.
@@ -66,11 +68,14 @@ _NO_PEER = textwrap.dedent("""
     except SessionError as e:
         print("WAITED %.1f" % (time.monotonic() - started))
         print(e)
+    started = time.monotonic()
+    data = read_node_file(context.target, 0, "/tmp/no-such-trace.json", time.monotonic() + 1.0)
+    print("READ %r %.1f" % (data, time.monotonic() - started))
 """)
 
 
 @pytest.mark.slow   # a TensorFlow process of its own: a creation that hangs must not hang the test run
-def test_the_init_gives_up_on_a_peer_whose_server_never_answers():
+def test_the_init_and_the_timeline_give_up_on_a_peer_whose_server_never_answers():
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
     done = subprocess.run([sys.executable, "-c", _NO_PEER], env=env, capture_output=True, text=True, timeout=90)
     out = done.stdout
@@ -79,3 +84,5 @@ def test_the_init_gives_up_on_a_peer_whose_server_never_answers():
     assert 1.0 <= waited < 5.0
     assert ("node 127.0.0.2: the job did not come up within 1 s: waited for the TensorFlow servers and distributed "
             "sessions of 127.0.0.1 (the chief)") in out
+    read = out.split("READ ")[1].split()
+    assert read[0] == "None" and float(read[1]) < 5.0
