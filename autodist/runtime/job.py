@@ -90,7 +90,8 @@ class Job:
     (``autodist.runtime.progress``), with an ETA when ``total_steps``
     (session calls) is given. ``stall_timeout``: seconds a step may make
     no progress before the chief reports the stall and fails the job
-    (``autodist.runtime.stall``; None: never).
+    (``autodist.runtime.stall``; None: never); a launched node gives up on a
+    call ``stall.MEMBER_GRACE`` s later by itself (the chief is stopped or frozen).
     """
 
     def __init__(self, resource_spec, strategy_builder=None, *, context=None, launch_argv=None, environ=None,
