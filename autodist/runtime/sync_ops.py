@@ -14,8 +14,13 @@ so that a chief's extra calls do not make it look ahead of the others::
 
 ``SyncIndex(graph).synchronizes(names)`` walks the ops the names run (their
 inputs and control inputs) once per set of names and remembers the answer.
+In a graph without any such op (asynchronous parameter servers: no node
+waits for another) every call counts, as the calls are all the steps there are.
+A queue of the user's own input pipeline counts like the kernels' queues.
 """
 __all__ = ["SyncIndex", "SYNC_OP_TYPES"]
+
+_KNOWN = 1024   # sets of names remembered; a script fetching ever new sets starts over
 
 #: Op types that wait for other nodes (the kernels' collectives, queues and accumulators).
 SYNC_OP_TYPES = frozenset([
@@ -34,13 +39,18 @@ class SyncIndex:
     def __init__(self, graph):
         self._graph = graph
         self._known = {}   # tuple of names -> bool
+        self._any = None   # whether the graph has a synchronizing op at all
 
     def synchronizes(self, names):
         """True when running ``names`` (op or tensor names of the graph) runs a synchronizing op."""
         key = tuple(names)
         found = self._known.get(key)
         if found is None:
-            found = self._known[key] = self._walk(key)
+            if self._any is None:
+                self._any = any(op.type in SYNC_OP_TYPES for op in self._graph.get_operations())
+            if len(self._known) >= _KNOWN:
+                self._known.clear()
+            found = self._known[key] = not self._any or self._walk(key)
         return found
 
     def _walk(self, names):
