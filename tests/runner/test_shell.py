@@ -158,6 +158,22 @@ def test_kill_command_refuses_anything_but_a_real_group(pgid):
         shell.kill_command(pgid)
 
 
+def _kill_group(proc):
+    """Clean up after a test: KILL the group ``proc`` leads if it still runs."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(5)
+
+
+def _kill_wrapped(proc, pgid, group_pids):
+    """Clean up after a watchdog test: the local shell ``proc`` and the wrapped group ``pgid``."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(5)
+    if pgid and group_pids(pgid):
+        os.killpg(pgid, signal.SIGKILL)
+
+
 def test_kill_command_stops_the_whole_group(group_pids, poll_until):
     proc = subprocess.Popen(["sh", "-c", "sleep 300 & sleep 300 & wait"],
                             start_new_session=True)
@@ -169,9 +185,7 @@ def test_kill_command_stops_the_whole_group(group_pids, poll_until):
         assert proc.wait(10) == -signal.SIGTERM
         assert poll_until(lambda: not group_pids(proc.pid))
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(5)
+        _kill_group(proc)
 
 
 def test_kill_command_escalates_to_kill_after_grace(group_pids, poll_until):
@@ -184,9 +198,7 @@ def test_kill_command_escalates_to_kill_after_grace(group_pids, poll_until):
         assert proc.wait(10) == -signal.SIGKILL
         assert poll_until(lambda: not group_pids(proc.pid))
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(5)
+        _kill_group(proc)
 
 
 def test_kill_command_wakes_a_stopped_group_so_that_it_acts_on_the_term(group_pids, poll_until):
@@ -197,12 +209,10 @@ def test_kill_command_wakes_a_stopped_group_so_that_it_acts_on_the_term(group_pi
         os.killpg(proc.pid, signal.SIGSTOP)
         killer = subprocess.Popen(["sh", "-c", shell.kill_command(proc.pid, grace=30.0)])
         assert proc.wait(10) == 7   # its handler ran, well within the 30 s grace: no KILL was needed
-        assert killer.wait(10) == 0               # the leader reaped, the kill stops waiting
+        assert killer.wait(10) == 0   # the leader reaped, the kill stops waiting
         assert poll_until(lambda: not group_pids(proc.pid))
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(5)
+        _kill_group(proc)
 
 
 def test_the_watchdog_wakes_a_stopped_program_when_the_connection_closes(group_pids, poll_until):
@@ -217,11 +227,7 @@ def test_the_watchdog_wakes_a_stopped_program_when_the_connection_closes(group_p
         assert proc.wait(10) == 7   # its handler ran, well within the 30 s grace
         assert poll_until(lambda: not group_pids(pgid))
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
-        if pgid and group_pids(pgid):
-            os.killpg(pgid, signal.SIGKILL)
+        _kill_wrapped(proc, pgid, group_pids)
 
 
 def test_closing_stdin_stops_the_group(group_pids, poll_until):
@@ -238,11 +244,7 @@ def test_closing_stdin_stops_the_group(group_pids, poll_until):
         assert proc.wait(10) == 128 + signal.SIGTERM
         assert poll_until(lambda: not group_pids(pgid))
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
-        if pgid and group_pids(pgid):
-            os.killpg(pgid, signal.SIGKILL)
+        _kill_wrapped(proc, pgid, group_pids)
 
 
 def test_quote_path_expands_only_a_leading_home():
