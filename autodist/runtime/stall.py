@@ -91,9 +91,7 @@ def find_stall(states, now, timeout):
         waiter = max(heard, key=lambda s: calls[s.address][1])                      # only seems to run on
         done, busy, _, in_step = calls[waiter.address]
         step = done + 1
-        headline = "{} has waited {:.0f} s in {}".format(
-            _name(waiter), busy, "training step {}".format(step) if in_step else
-            "a session call outside the training steps (after training step {})".format(done))
+        headline = "{} has waited {:.0f} s in {}".format(_name(waiter), busy, _where(done, in_step))
         missing = [s for s in states if (_missing(s, calls[s.address], step) if in_step
                                          else _unheard(s, calls[s.address]))]
         missing = missing or [s for s in states if s is not waiter]
@@ -128,11 +126,17 @@ def member_stall(monitor, address, chief, timeout, grace=MEMBER_GRACE):
     if timeout is None or busy < timeout + grace:
         return None
     snapshot = monitor.snapshot()
-    where = ("training step {}".format(snapshot["sync"] + 1) if snapshot["in_sync"] else
-             "a session call outside the training steps (after training step {})".format(snapshot["sync"]))
     return StallError(chief, "stalled: {} has waited {:.0f} s in {} (stall timeout {:.0f} s), and the chief has "
                              "not ended the job: it is stopped, frozen or cannot reach {}; {} gives up".format(
-                                 address, busy, where, timeout, address, address))
+                                 address, busy, _where(snapshot["sync"], snapshot["in_sync"]), timeout, address,
+                                 address))
+
+
+def _where(done, in_step):
+    """The call a node is in, after ``done`` training steps: the next step, or a call outside them."""
+    if in_step:
+        return "training step {}".format(done + 1)
+    return "a session call outside the training steps (after training step {})".format(done)
 
 
 def _unheard(state, call):
