@@ -45,3 +45,16 @@ def test_any_other_status_is_final(tmp_path):
         (tmp_path / "runs").unlink(missing_ok=True)
         code, said, runs = _supervise(tmp_path, fail=0, final=final, max_restarts=3)
         assert (code, runs, said) == (final, 1, "")
+
+
+def test_each_attempt_knows_its_number_and_the_api_names_its_setting(tmp_path):
+    from autodist.runtime.restart import ATTEMPT_ENV, attempt_of
+    record = ("import os, sys; open(sys.argv[1], 'a').write(os.environ['{}'] + ' '); "
+              "print('autodist: error: gone', file=sys.stderr); sys.exit({})").format(ATTEMPT_ENV, NODE_FAILED)
+    sink = io.StringIO()
+    code = supervise([sys.executable, "-c", record, str(tmp_path / "seen")], 2, backoff=0.01, sink=sink,
+                     option="max_restarts=")
+    assert code == EXIT_RESTARTS_EXHAUSTED
+    assert (tmp_path / "seen").read_text() == "1 2 3 "
+    assert "no restart left (max_restarts=2):" in sink.getvalue()
+    assert (attempt_of({ATTEMPT_ENV: "2"}), attempt_of({}), attempt_of({ATTEMPT_ENV: "x"})) == (2, None, None)
