@@ -14,7 +14,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,7 +21,7 @@ import time
 import numpy as np
 import pytest
 
-from jobtools import REPO, Chief, job_processes, wait_until
+from jobtools import REPO, Chief, job_processes, unreachable_second_node, wait_until
 from test_job_failures import _pgid_of
 
 pytestmark = pytest.mark.slow
@@ -119,19 +118,6 @@ def test_api_restarts_exhausted_exit_1_naming_every_attempt(supervised, tmp_path
     _assert_no_process_left(chief)
 
 
-def _closed_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _unreachable_second_node(spec):
-    """Rewrite ``spec``: 127.0.0.2 is now reached over SSH at a port where nothing listens."""
-    spec.write_text("nodes:\n  - address: 127.0.0.1\n    chief: true\n  - address: 127.0.0.2\n"
-                    "    ssh_config: gone\nssh:\n  gone:\n    port: {}\n    connect_timeout: 5\n".format(
-                        _closed_port()))
-
-
 def test_min_nodes_resumes_on_the_node_left_when_the_other_cannot_be_reached(supervised, tmp_path):
     steps = ["--session", "monitored", "--steps", "16", "--save-steps", "4"]
     expected = _reference(tmp_path, [EXAMPLE] + steps[2:])
@@ -142,7 +128,7 @@ def test_min_nodes_resumes_on_the_node_left_when_the_other_cannot_be_reached(sup
                             "--step-sleep", "0.3", "--checkpoint-dir", str(tmp_path / "ckpt")])
     wait_until(lambda: _job_ids(chief), 150)
     chief.wait_for(r"\[127\.0\.0\.2\] step 6 loss", 150)   # after the checkpoint at global step 4
-    _unreachable_second_node(spec)
+    unreachable_second_node(spec)
     os.killpg(_pgid_of(_job_ids(chief)[0], server=False), signal.SIGKILL)
     assert chief.wait(240) == 0, chief.output()[-4000:]
     out = chief.output()
