@@ -58,3 +58,24 @@ def test_each_attempt_knows_its_number_and_the_api_names_its_setting(tmp_path):
     assert (tmp_path / "seen").read_text() == "1 2 3 "
     assert "no restart left (max_restarts=2):" in sink.getvalue()
     assert (attempt_of({ATTEMPT_ENV: "2"}), attempt_of({}), attempt_of({ATTEMPT_ENV: "x"})) == (2, None, None)
+
+
+def test_an_api_chief_with_max_restarts_supervises_and_exits_with_the_last_status(tmp_path, monkeypatch, capsys):
+    import pytest
+    from autodist import AutoDist
+    from autodist.runtime.restart import ATTEMPT_ENV
+    spec = tmp_path / "spec.yml"
+    spec.write_text("nodes:\n  - address: 127.0.0.1\n")
+    monkeypatch.delenv(ATTEMPT_ENV, raising=False)
+    attempt = ("import sys; print('autodist: error: worker on 127.0.0.2 failed', file=sys.stderr); "
+               "sys.exit({})".format(NODE_FAILED))
+    with pytest.raises(SystemExit) as ended:   # every attempt failed: the supervisor's status
+        AutoDist(str(spec), max_restarts=1, restart_backoff=0.01, launch_argv=["-c", attempt])
+    assert ended.value.code == EXIT_RESTARTS_EXHAUSTED
+    assert "no restart left (max_restarts=1):" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as ended:
+        AutoDist(str(spec), max_restarts=1, launch_argv=["-c", "import sys; sys.exit(3)"])
+    assert ended.value.code == 3
+    monkeypatch.setenv(ATTEMPT_ENV, "2")   # inside an attempt: AutoDist trains instead
+    ad = AutoDist(str(spec), max_restarts=1)
+    assert (ad.job.attempt, ad.job.node_failure_status) == (2, NODE_FAILED)
