@@ -17,9 +17,27 @@ on the other nodes, reopening its session, finishing it) is
 ``autodist.runtime.job.Job``. The other nodes run the same script with their
 place in the job in ``AUTODIST_JOB``, which is read here, once, when AutoDist
 is constructed.
+
+Surviving a failed node (``docs/running.md``, "Surviving a failed node")::
+
+    ad = AutoDist(spec, AllReduce(), max_restarts=3, checkpoint_dir="ckpt", save_every=50)
+
+``max_restarts``: the chief's process becomes a supervisor at this call, before
+any graph is built. It runs the script again from its start, as a chief of
+a new job, for each attempt (``runtime.restart.supervise_script``), and exits with
+the last attempt's status; ``AutoDist(...)`` returns only inside the attempts
+(and on the other nodes). ``checkpoint_dir`` / ``save_every``: restore the newest
+checkpoint when the session is created (every node) and let the chief save
+every ``save_every`` session calls (``checkpoint.resume.SessionCheckpoints``).
+They belong to AutoDist, not to ``create_distributed_session``, because the
+chief must tell the other nodes whether to restore when it launches them, and
+because ``ad.function`` and Keras ``fit`` open sessions of their own.
+``min_nodes``: a restart leaves out nodes that cannot be reached while at least
+that many remain (``runtime.shrink``).
 """
 import contextlib
 import os
+import sys
 
 import tensorflow as tf
 
@@ -27,7 +45,9 @@ from autodist.capture.graph_item import GraphItem
 from autodist.capture.keras import guard_keras_loops, on_compile
 from autodist.capture.optimizers import capture_optimizers
 from autodist.errors import CaptureError, SessionError
-from autodist.runtime.job import Job
+from autodist.runtime.job import Job, script_argv
+from autodist.runtime.notices import notice
+from autodist.runtime.restart import attempt_of, supervise_script
 from autodist.runtime.stall import DEFAULT_STALL_TIMEOUT
 from autodist.runtime.user_script import SessionRequested, intercept_session_requests, session_requests_intercepted
 
@@ -50,20 +70,35 @@ class AutoDist:
     calls) is given (see ``docs/running.md``, "The console").
     ``stall_timeout``: a step that makes no progress for that many seconds ends
     the job with a ``StallError`` naming the nodes that held it up (None: never).
+    ``max_restarts`` (with ``restart_backoff`` s between attempts), ``min_nodes``,
+    ``checkpoint_dir`` and ``save_every``: see the module docstring.
     """
 
     def __init__(self, resource_spec_file, strategy_builder=None, *, job=None, launch_argv=None, trace_dir=None,
                  logdir=None, verbose=False, progress=False, total_steps=None,
-                 stall_timeout=DEFAULT_STALL_TIMEOUT):
+                 stall_timeout=DEFAULT_STALL_TIMEOUT, max_restarts=0, restart_backoff=2.0, min_nodes=None,
+                 checkpoint_dir=None, save_every=None):
         from autodist.spec.resource_spec import ResourceSpec
         self._resource_spec = ResourceSpec(resource_spec_file)
         self._graph_item = None
+        if max_restarts and job is None and _new_chief(os.environ):
+            sys.exit(supervise_script(launch_argv if launch_argv is not None else script_argv(), max_restarts,
+                                      restart_backoff))   # this process supervised the attempts: it ends here
         self._job = Job(self._resource_spec, strategy_builder, context=job, launch_argv=launch_argv,
                         environ=os.environ, trace_dir=trace_dir, logdir=logdir, verbose=verbose, progress=progress,
-                        total_steps=total_steps, stall_timeout=stall_timeout)
+                        total_steps=total_steps, stall_timeout=stall_timeout, min_nodes=min_nodes)
+        self._resource_spec = self._job.resource_spec
+        if checkpoint_dir is not None:
+            from autodist.checkpoint.resume import SessionCheckpoints
+            checkpoints = SessionCheckpoints(os.path.abspath(checkpoint_dir), save_every, self._job.is_chief,
+                                             os.environ, lambda text: notice(None, text), self._job.attempt)
+            self._job.worker_env.update(checkpoints.worker_env)
+            self._job.on_session.append(checkpoints.attach)
+            self._job.before_term.append(checkpoints.save_now)
 
     @property
     def resource_spec(self):
+        """The spec of this job's nodes (after a shrinking restart, the nodes left)."""
         return self._resource_spec
 
     @property
@@ -157,3 +192,9 @@ class AutoDist:
         directories, and raise the first ``RemoteWorkerError``. A no-op on other nodes and when done
         already; without a call it happens at exit (``autodist run`` calls it to choose its exit status)."""
         self._job.finish(abort=abort, timeout=timeout, reason=reason)
+
+
+def _new_chief(environ):
+    """Whether this process would start a new job and is not an attempt of a supervisor already."""
+    from autodist.runtime.context import JobContext
+    return JobContext.from_env(environ) is None and attempt_of(environ) is None

@@ -12,6 +12,12 @@ node's step ``--at``:
     kill-worker     SIGKILL to the other node's training script
     stop-worker     SIGSTOP to it (a stall; --stall-timeout 10)
     sigterm-chief   SIGTERM to the attempt's chief (no restart: a last checkpoint, status 143)
+    shrink          as kill-worker, with --min-nodes 1 and the spec rewritten first so that
+                    127.0.0.2 is reached over SSH at a closed port: the relaunch leaves it out
+                    and resumes on one node
+    kill-worker-api as kill-worker for an API script (``tests/job/scripts/job_resume.py``:
+                    ``AutoDist(max_restarts=1, checkpoint_dir=, save_every=)``), after the
+                    chief's global step ``--at``
 
 Reported: detect = fault -> the ``restart`` (or ``saved checkpoint``) line, printed once
 the failed attempt is torn down;
@@ -25,6 +31,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -37,11 +44,13 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests", "job"))   # this script's directory is on sys.path already
 
 from _results import save  # noqa: E402
-from jobtools import Chief, job_processes  # noqa: E402
+from jobtools import Chief, job_processes, unreachable_second_node  # noqa: E402
 
 SPEC = os.path.join(REPO, "resource_specs", "loopback_two_nodes.yml")
 EXAMPLE = os.path.join(REPO, "examples", "unmodified_train.py")
-FAULTS = ("kill-worker", "stop-worker", "sigterm-chief")
+API_SCRIPT = os.path.join(REPO, "tests", "job", "scripts", "job_resume.py")
+ONE_NODE = os.path.join(REPO, "resource_specs", "single_node_cpu.yml")
+FAULTS = ("kill-worker", "stop-worker", "sigterm-chief", "shrink", "kill-worker-api")
 
 
 def _weights(text):
@@ -59,27 +68,46 @@ def _worker_script(job_id):
     raise RuntimeError("no training script of job {}".format(job_id))
 
 
-def _reference(steps):
-    done = subprocess.run([sys.executable, EXAMPLE, "--session", "monitored", "--steps", str(steps)],
-                          capture_output=True, text=True, timeout=300)
+def _reference(fault, steps):
+    """The final weights of the same training, uninterrupted, in one process."""
+    if fault == "kill-worker-api":
+        argv = [API_SCRIPT, ONE_NODE, tempfile.mkdtemp(prefix="survival-ref-"), "--steps", str(steps)]
+    else:
+        argv = [EXAMPLE, "--session", "monitored", "--steps", str(steps)]
+    done = subprocess.run([sys.executable] + argv, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     return _weights(done.stdout)
+
+
+def _start(fault, args, ckpt, spec):
+    """The supervised chief for ``fault`` and the line after which the fault comes."""
+    if fault == "kill-worker-api":
+        return Chief([API_SCRIPT, spec, ckpt, "--steps", str(args.steps), "--save-every", str(args.save_steps),
+                      "--max-restarts", "1", "--step-sleep", str(args.step_sleep)]), r"^step {} loss".format(args.at)
+    shrink = ["--min-nodes", "1"] if fault == "shrink" else []
+    return Chief(["-m", "autodist", "run", "-r", spec, "-s", "AllReduce", "--max-restarts", "1",
+                  "--restart-backoff", "1", "--stall-timeout", "10"] + shrink + [
+                      EXAMPLE, "--session", "monitored", "--steps", str(args.steps), "--save-steps",
+                      str(args.save_steps), "--step-sleep", str(args.step_sleep), "--checkpoint-dir", ckpt]), \
+        r"\[127\.0\.0\.2\] step {} loss".format(args.at)
 
 
 def measure(fault, args, reference):
     ckpt = tempfile.mkdtemp(prefix="survival-")
-    chief = Chief(["-m", "autodist", "run", "-r", SPEC, "-s", "AllReduce", "--max-restarts", "1",
-                   "--restart-backoff", "1", "--stall-timeout", "10", EXAMPLE, "--session", "monitored",
-                   "--steps", str(args.steps), "--save-steps", str(args.save_steps), "--step-sleep",
-                   str(args.step_sleep), "--checkpoint-dir", ckpt])
+    spec = os.path.join(ckpt, "spec.yml")
+    shutil.copyfile(SPEC, spec)
+    chief, after = _start(fault, args, os.path.join(ckpt, "ckpt"), spec)
     try:
-        chief.wait_for(r"\[127\.0\.0\.2\] step {} loss".format(args.at), 300)
+        chief.wait_for(after, 300)
         job_id = chief.job_id
         ran = len(re.findall(r"(?m)^step \d+ loss", chief.output()))
         at = time.monotonic()
         if fault == "sigterm-chief":   # to `autodist run`, which passes it to the attempt
             chief.signal(signal.SIGTERM)
         else:
-            os.killpg(_worker_script(job_id), signal.SIGKILL if fault == "kill-worker" else signal.SIGSTOP)
+            if fault == "shrink":
+                unreachable_second_node(spec)
+            os.killpg(_worker_script(job_id), signal.SIGSTOP if fault == "stop-worker" else signal.SIGKILL)
         code = chief.wait(args.limit)
         detect = chief.find(r"\[autodist\] (restart 1 of 1|saved checkpoint)")
         resumed = chief.find(r"resuming from checkpoint \S+ \(global step (\d+)\)")
@@ -109,14 +137,17 @@ def main():
     parser.add_argument("--at", type=int, default=12, help="the other node's step after which the fault comes")
     parser.add_argument("--limit", type=float, default=300.0)
     args = parser.parse_args()
-    reference = _reference(args.steps)
+    references = {}
     rows = []
-    print("{:<14} {:>5} {:>9} {:>9} {:>5} {:>6} {:>5}".format("fault", "code", "detect s", "resume s", "lost",
+    print("{:<16} {:>5} {:>9} {:>9} {:>5} {:>6} {:>5}".format("fault", "code", "detect s", "resume s", "lost",
                                                                "match", "left"))
     for fault in args.faults:
-        row = measure(fault, args, reference)
+        family = "api" if fault == "kill-worker-api" else "run"
+        if family not in references:
+            references[family] = _reference(fault, args.steps)
+        row = measure(fault, args, references[family])
         rows.append(row)
-        print("{:<14} {:>5} {:>9} {:>9} {:>5} {:>6} {:>5}".format(
+        print("{:<16} {:>5} {:>9} {:>9} {:>5} {:>6} {:>5}".format(
             fault, str(row["code"]), *("-" if row[k] is None else "{:.1f}".format(row[k])
                                        for k in ("detect_s", "resume_s")),
             str(row["lost"]), str(row["match"]), row["left"]), flush=True)

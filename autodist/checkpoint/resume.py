@@ -1,12 +1,19 @@
 """Resume training where the newest complete checkpoint left it: restore-or-initialize, periodic saves.
 
-    hook = ResumeHook(checkpoint_dir, restore_from, is_chief, save_steps=5)   # in the training graph
+Two faces over one ``Resumer`` (a checkpoint directory, the chief's saves,
+every node's restore):
+
+    hook = ResumeHook(checkpoint_dir, restore_from, is_chief, save_steps=5)   # autodist run, in the graph
     MonitoredSession(..., hooks=[hook, ...])
         after_create_session   every node: restore ``restore_from`` (the chief's
                                newest checkpoint, or None: keep the initial values)
-        after_run              the chief: save every ``save_steps`` steps / ``save_secs`` s
+        after_run              the chief: save every ``save_steps`` global steps / ``save_secs`` s
         end                    the chief: save the final state
         save_now               the chief, on SIGTERM: save now, bounded
+
+    AutoDist(spec, checkpoint_dir=DIR, save_every=K)                     # the API (``SessionCheckpoints``)
+        create_distributed_session   every node: restore-or-initialize, as above
+        sess.run (every K-th call)   the chief: save at the current global step
 
 What ``MonitoredTrainingSession(checkpoint_dir=...)`` does for a plain
 session, for a distributed one: checkpoints are ``autodist.checkpoint.Saver``'s
@@ -17,12 +24,15 @@ Restoring is collective (the chief reads the file, the values reach every
 replica by broadcast), so every node must agree whether to restore before
 the session exists: the chief decides from its own directory
 (``newest_checkpoint``) and tells the other nodes when it launches them
-(``RESTORE_ENV``, see ``autodist.runtime.autorun``).
+(``RESTORE_ENV``).
 
-Saves are atomic where it matters: TensorFlow writes a checkpoint's files,
-then replaces the ``checkpoint`` state file (write to a temporary, rename).
-A process killed while saving leaves the state naming the previous complete
-checkpoint, which is what the next attempt restores.
+Saves are atomic where it matters: TensorFlow writes a checkpoint's files
+under a new prefix (``model.ckpt-<step>``), then replaces the ``checkpoint``
+state file (write to a temporary, rename). A process killed while saving
+leaves the state naming the previous complete checkpoint, which is what the
+next attempt restores (``tests/checkpoint/test_resume_atomic.py`` kills a
+saving process). A save at the step saved last is skipped, so a prefix is
+never written twice.
 """
 import os
 import re
@@ -31,9 +41,13 @@ import time
 
 import tensorflow as tf
 
+from autodist.checkpoint.binding import read_state
+from autodist.checkpoint.layout import specs_of, variables_of
 from autodist.checkpoint.saver import Saver
+from autodist.errors import CheckpointError
 
-__all__ = ["ResumeHook", "newest_checkpoint", "RESTORE_ENV", "CHECKPOINT_BASENAME"]
+__all__ = ["ResumeHook", "SessionCheckpoints", "Resumer", "newest_checkpoint", "step_of", "RESTORE_ENV",
+           "CHECKPOINT_BASENAME"]
 
 RESTORE_ENV = "AUTODIST_RESTORE"   # "1": the chief restores a checkpoint at session creation, join it
 CHECKPOINT_BASENAME = "model.ckpt"
@@ -53,78 +67,168 @@ def step_of(path):
     return int(match.group(1)) if match else None
 
 
-class ResumeHook(tf.compat.v1.train.SessionRunHook):
-    """Restore at session creation, save on the chief (see the module docstring).
+class Resumer:
+    """One checkpoint directory of a distributed session: every node's restore, the chief's saves.
 
     ``restore_from``: the checkpoint the chief restores, ``True`` on the other
     nodes when the chief restores one (they take part in the broadcast), or
-    None. ``distributed(session)`` gives the DistributedSession behind the
-    session the hooks see; ``say(text)`` prints a line for the user.
+    None. ``say(text)`` prints a line for the user; ``heading`` starts the
+    line that says where training resumes (``"attempt 2: "``).
     """
 
-    def __init__(self, checkpoint_dir, restore_from, is_chief, distributed, say, save_steps=None, save_secs=None):
-        if save_steps is None and save_secs is None:
-            save_secs = 600.0   # MonitoredTrainingSession's default
-        self._dir = checkpoint_dir
+    def __init__(self, checkpoint_dir, restore_from, is_chief, say, heading=""):
+        self.dir = checkpoint_dir
+        self.is_chief = is_chief
         self._restore_from = restore_from
-        self._is_chief = is_chief
-        self._distributed = distributed
         self._say = say
-        self._save_steps, self._save_secs = save_steps, save_secs
-        self._saver = Saver(max_to_keep=3)
-        self._global_step = tf.compat.v1.train.get_or_create_global_step()
-        self._last = (None, time.monotonic())    # (step, time) of the last save
-        self._session = None
+        self._heading = heading
+        self._saver = None
+        self._step = None       # {key: spec} of the global step
+        self.session = None     # the DistributedSession saved from
+        self.last = (None, time.monotonic())    # (step, time) of the last save
+
+    def start(self, session, global_step):
+        """Restore-or-initialize ``session`` (every node, at the same point), then remember it for saves."""
+        self.session = session
+        self._step = specs_of(variables_of([global_step], session.graph))
+        if self._saver is None:
+            with session.graph.as_default():
+                self._saver = Saver(max_to_keep=3)
+        if self._restore_from:
+            path = self._restore_from if self.is_chief else None
+            self._saver.restore(session, path)
+            if self.is_chief:
+                self._say("{}resuming from checkpoint {} (global step {})".format(self._heading, path, step_of(path)))
+        elif self.is_chief and self._heading:
+            self._say("{}no checkpoint in {} yet; training starts from the initial values".format(
+                self._heading, self.dir))
+        self.last = (self.global_step() if self._restore_from else None, time.monotonic())
+
+    def global_step(self):
+        """The global step's value now (read outside the user's calls: no hooks, no views)."""
+        return int(next(iter(read_state(self.session, self._step).values())))
+
+    def save(self, step=None):
+        """Write a checkpoint at ``step`` (None: the global step now); its path (the newest one's when that
+        step is saved already)."""
+        if step is None:
+            step = self.global_step()
+        if step == self.last[0]:
+            return newest_checkpoint(self.dir)
+        os.makedirs(self.dir, exist_ok=True)
+        path = self._saver.save(self.session, os.path.join(self.dir, CHECKPOINT_BASENAME), global_step=step,
+                                write_meta_graph=False)
+        self.last = (step, time.monotonic())
+        return path
 
     def save_now(self, timeout=30.0):
         """Save the current state (the chief; on SIGTERM), waiting at most ``timeout`` s; True when saved."""
-        session = self._session
-        if not self._is_chief or session is None:
+        if not self.is_chief or self.session is None:
             return False
         done = []
-        worker = threading.Thread(target=lambda: done.append(self._save(session, None)), daemon=True,
+        worker = threading.Thread(target=lambda: done.append(self.save()), daemon=True,
                                   name="autodist-last-checkpoint")
         worker.start()
         worker.join(timeout)
         if not done:
             self._say("no checkpoint saved: the save did not finish within {:.0f} s".format(timeout))
             return False
-        self._say("saved checkpoint {} (global step {}) before stopping".format(done[0], self._last[0]))
+        self._say("saved checkpoint {} (global step {}) before stopping".format(done[0], self.last[0]))
         return True
 
+
+class ResumeHook(tf.compat.v1.train.SessionRunHook):
+    """``MonitoredTrainingSession(checkpoint_dir=...)`` under ``autodist run`` (see the module docstring).
+
+    ``distributed(session)`` gives the DistributedSession behind the session
+    the hooks see; the other arguments are ``Resumer``'s and the save interval.
+    """
+
+    def __init__(self, checkpoint_dir, restore_from, is_chief, distributed, say, save_steps=None, save_secs=None):
+        if save_steps is None and save_secs is None:
+            save_secs = 600.0   # MonitoredTrainingSession's default
+        self._resumer = Resumer(checkpoint_dir, restore_from, is_chief, say)
+        self._distributed = distributed
+        self._save_steps, self._save_secs = save_steps, save_secs
+        self._global_step = tf.compat.v1.train.get_or_create_global_step()
+
+    def save_now(self, timeout=30.0):
+        return self._resumer.save_now(timeout)
+
     def after_create_session(self, session, coord):
-        self._session = session
-        if self._restore_from:
-            path = self._restore_from if self._is_chief else None
-            self._saver.restore(self._distributed(session), path)
-            if self._is_chief:
-                self._say("resuming from checkpoint {} (global step {})".format(path, step_of(path)))
-        self._last = (int(session.run(self._global_step)), time.monotonic())
+        self._resumer.start(self._distributed(session), self._global_step)
 
     def before_run(self, run_context):
         return tf.compat.v1.train.SessionRunArgs(self._global_step)
 
     def after_run(self, run_context, run_values):
         step = int(run_values.results)
-        saved_step, saved_at = self._last
+        saved_step, saved_at = self._resumer.last
         due = ((self._save_steps is not None and step - (saved_step or 0) >= self._save_steps) or
                (self._save_secs is not None and time.monotonic() - saved_at >= self._save_secs))
-        if self._is_chief and due:
-            self._save(run_context.session, step)
+        if self._resumer.is_chief and due:
+            self._resumer.save(step)
 
     def end(self, session):
-        if self._is_chief:
-            step = int(session.run(self._global_step))
-            if step != self._last[0]:
-                self._save(session, step)
+        if self._resumer.is_chief:
+            self._resumer.save()
 
-    def _save(self, session, step):
-        """Write a checkpoint at ``step`` (None: the global step now); its path."""
-        distributed = self._distributed(session)
-        if step is None:
-            step = int(distributed.run(self._global_step))
-        os.makedirs(self._dir, exist_ok=True)
-        path = self._saver.save(distributed, os.path.join(self._dir, CHECKPOINT_BASENAME), global_step=step,
-                                write_meta_graph=False)
-        self._last = (step, time.monotonic())
-        return path
+
+class SessionCheckpoints:
+    """``AutoDist(checkpoint_dir=, save_every=)``: restore-or-initialize and periodic saves for the API.
+
+    The chief decides at construction whether the job resumes
+    (``worker_env``, given to the other nodes when they are launched); a node
+    launched by the chief reads the decision from ``environ``. ``attach`` is
+    called with every session the job opens: the first restores (every node),
+    each later one (``ad.function`` reopening for a grown graph, which moves
+    the values itself) only takes over the saves. The chief saves after every
+    ``save_every``-th ``run`` call of the session, at the global step the
+    graph counts (``tf.compat.v1.train.get_or_create_global_step()``, given to
+    ``minimize``), so a resumed script reads where to continue from it.
+    """
+
+    def __init__(self, checkpoint_dir, save_every, is_chief, environ, say, attempt=None):
+        if save_every is not None and (not isinstance(save_every, int) or save_every < 1):
+            raise CheckpointError("save_every must be a positive number of session calls, got {!r}".format(
+                save_every))
+        self.worker_env = {}
+        if is_chief:
+            restore_from = newest_checkpoint(checkpoint_dir)
+            self.worker_env[RESTORE_ENV] = "1" if restore_from else "0"
+        else:
+            restore_from = (environ or {}).get(RESTORE_ENV) == "1"
+        self._resumer = Resumer(checkpoint_dir, restore_from, is_chief, say,
+                                "attempt {}: ".format(attempt) if attempt else "")
+        self._every = save_every
+        self._calls = 0
+
+    def attach(self, session, first):
+        """Restore-or-initialize ``session`` (``first``) or move the saves to it; save after its run calls."""
+        if first:
+            self._resumer.start(session, _global_step_of(session.graph, self._resumer.dir))
+        else:
+            self._resumer.session = session
+        if self._every is not None:
+            session.after_run.append(self._after_run)
+
+    def _after_run(self, session):
+        if session is not self._resumer.session:
+            return
+        self._calls += 1
+        if self._resumer.is_chief and self._calls % self._every == 0:
+            self._resumer.save()
+
+    def save_now(self, timeout=30.0):
+        """The chief, on SIGTERM: a last checkpoint, bounded (``Job.before_term``)."""
+        return self._resumer.save_now(timeout)
+
+
+def _global_step_of(graph, checkpoint_dir):
+    step = tf.compat.v1.train.get_global_step(graph)
+    if step is None:
+        raise CheckpointError(
+            "checkpoint_dir={!r} names checkpoints by the global step, and the graph has none: create it with "
+            "tf.compat.v1.train.get_or_create_global_step() and pass it to minimize(..., global_step=...) (or "
+            "apply_gradients) inside the scope, then resume your loop from its value".format(checkpoint_dir))
+    return step

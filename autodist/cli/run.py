@@ -2,7 +2,7 @@
 
     autodist run -r SPEC [-s BUILDER] [--arg key=value ...] [--trace-dir DIR] [--logdir DIR]
                  [--verbose] [--steps N] [--no-progress] [--stall-timeout S]
-                 [--max-restarts N [--restart-backoff S]] SCRIPT [script args ...]
+                 [--max-restarts N [--restart-backoff S] [--min-nodes K]] SCRIPT [script args ...]
 
 The script runs in this process (the chief) with its sessions distributed
 (``autodist.runtime.autorun``); the other nodes run ``python -m autodist run`` with
@@ -12,7 +12,8 @@ join the job. Builder names and ``--arg`` values are those of
 the job failed (the error names the host, its exit code and its last log
 lines); 130 after Ctrl-C, once every process of the job is stopped. With
 ``--max-restarts N`` this process supervises up to N+1 attempts, each a chief
-of a new job (``autodist.runtime.restart``).
+of a new job (``autodist.runtime.restart``); with ``--min-nodes K`` a restart
+leaves out the nodes that fail preflight while K remain (``autodist.runtime.shrink``).
 ``--trace-dir`` and ``--logdir`` are AutoDist's ``trace_dir`` and ``logdir``
 (the timeline and TensorBoard scalars, ``docs/observability.md``).
 
@@ -66,6 +67,10 @@ def register(subparsers):
                              "(MonitoredTrainingSession(checkpoint_dir=...)). Default 0")
     parser.add_argument("--restart-backoff", type=_seconds, default=2.0, metavar="S",
                         help="seconds between a failed attempt and the next (default: %(default).0f)")
+    parser.add_argument("--min-nodes", type=count, default=None, metavar="K",
+                        help="with --max-restarts: a restart leaves out the nodes that cannot be reached (fail "
+                             "preflight) while at least K nodes remain; the strategy is rebuilt for them and "
+                             "training resumes from the checkpoint")
     parser.add_argument("--node-failure-status", type=int, default=EXIT_REMOTE_FAILURE, help=argparse.SUPPRESS)
     parser.add_argument("script", metavar="SCRIPT", help="the training script")
     parser.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS",
@@ -102,6 +107,7 @@ def _attempt_argv(args, spec, script, trace_dir, logdir):
                        args.verbose)
     at = argv.index(script)
     console = (["--steps", str(args.steps)] if args.steps else []) + ([] if args.progress else ["--no-progress"])
+    console += ["--min-nodes", str(args.min_nodes)] if args.min_nodes else []
     return [sys.executable] + argv[:at] + console + ["--stall-timeout", repr(args.stall_timeout),
                                                      "--node-failure-status", str(NODE_FAILED)] + argv[at:]
 
@@ -121,7 +127,7 @@ def _run(args):
     ad = AutoDist(spec, builder, launch_argv=worker_argv(spec, args.strategy, args.builder_args, script,
                                                          args.script_args, trace_dir, logdir, args.verbose),
                   trace_dir=trace_dir, logdir=logdir, verbose=args.verbose, progress=args.progress,
-                  total_steps=args.steps, stall_timeout=args.stall_timeout)
+                  total_steps=args.steps, stall_timeout=args.stall_timeout, min_nodes=args.min_nodes)
     try:
         try:
             status = run_script(ad, script, args.script_args)

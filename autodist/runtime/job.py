@@ -13,9 +13,16 @@
         member of a job                         the chief writes the strategy, the others read it
         (launched by a chief, or given a JobContext)
         every node                              open_node_session (runtime.node_session)
+        every node, every session               job.on_session callbacks (restore-or-initialize, saves)
     ad.function, after the graph grew       job.reopen(graph_item)
     sys.exit(code) inside ad.scope()        job.chief_exiting(code)
     ad.finish_job(...)                      job.finish(...); without a call, at the chief's exit
+
+Under a supervisor (``runtime.restart``: ``autodist run --max-restarts``,
+``AutoDist(max_restarts=)``) a new chief is attempt k (``ATTEMPT_ENV``): its
+job failing through another node ends it with ``NODE_FAILED`` (the supervisor
+then starts attempt k+1), and from the second attempt on, with ``min_nodes``,
+nodes that fail preflight are left out (``runtime.shrink``).
 
 How a job ends in every case (bounded waits, statuses, signals) is told in
 ``docs/running.md``, "How a job ends".
@@ -34,13 +41,16 @@ from autodist.runner.base import wait_until
 from autodist.runtime.context import JobContext
 from autodist.runtime.coordinator import Coordinator
 from autodist.runtime.node_session import open_node_session
+from autodist.runtime.notices import notice
 from autodist.runtime.progress import Progress
+from autodist.runtime.restart import NODE_FAILED, attempt_of
 from autodist.runtime.server import start_in_process
+from autodist.runtime.shrink import leave_out_unreachable, plan_change, restricted
 from autodist.runtime.stall import DEFAULT_STALL_TIMEOUT, member_stall
 from autodist.runtime.step_report import ReportWriter, StepMonitor
 from autodist.spec.cluster import cpu_count_of
 
-__all__ = ["Job", "build_strategy", "load_strategy", "EXIT_NODE_FAILED"]
+__all__ = ["Job", "build_strategy", "load_strategy", "script_argv", "EXIT_NODE_FAILED"]
 
 EXIT_NODE_FAILED = 1   # the chief's status when another node's script failed (as `autodist run`)
 
@@ -92,12 +102,14 @@ class Job:
     no progress before the chief reports the stall and fails the job
     (``autodist.runtime.stall``; None: never); a launched node gives up on a
     call ``stall.MEMBER_GRACE`` s later by itself (the chief is stopped or frozen).
+    ``min_nodes``: a relaunch leaves out the nodes that fail preflight while at
+    least that many remain (``autodist.runtime.shrink``).
     """
 
     def __init__(self, resource_spec, strategy_builder=None, *, context=None, launch_argv=None, environ=None,
                  trace_dir=None, logdir=None, verbose=False, progress=False, total_steps=None,
-                 stall_timeout=DEFAULT_STALL_TIMEOUT):
-        self._spec = resource_spec
+                 stall_timeout=DEFAULT_STALL_TIMEOUT, min_nodes=None):
+        self._spec = self._full_spec = resource_spec
         self._trace_dir, self._logdir = trace_dir, logdir   # the views (``_views``); None: off
         self._tracer = self._scalars = None
         self._verbose = verbose
@@ -106,6 +118,7 @@ class Job:
         self._stall_timeout = stall_timeout
         self.worker_env = {}   # more environment for the other nodes' scripts, set before ``open``
         self.before_term = []  # callables run when SIGTERM reaches the chief, before the job stops
+        self.on_session = []   # callables(session, first) for every session this node opens
         self._builder = strategy_builder
         self._launch_argv = list(launch_argv) if launch_argv is not None else None
         env_context = JobContext.from_env(environ) if context is None and environ is not None else None
@@ -121,6 +134,18 @@ class Job:
         if self._context is not None and self._context.address not in {n.address for n in resource_spec.node_specs}:
             raise LaunchError("this process belongs to node {} of job {}, which is not in {}".format(
                 self._context.address, self._context.job_id, resource_spec.path))
+        self.attempt = attempt_of(environ) if self._context is None else None   # a supervised new chief's number
+        self.node_failure_status = NODE_FAILED if self.attempt else EXIT_NODE_FAILED
+        if self._context is not None:   # the nodes the chief launched (fewer after a shrink)
+            self._spec = restricted(resource_spec, self._context.addresses)
+        elif min_nodes and self.attempt and self.attempt > 1:
+            self._spec, _ = leave_out_unreachable(resource_spec, min_nodes, lambda text: notice(
+                None, "attempt {}: {}".format(self.attempt, text)))
+
+    @property
+    def resource_spec(self):
+        """The spec of the job's nodes: the one given, or fewer nodes (``min_nodes``, a job context)."""
+        return self._spec
 
     @property
     def strategy_builder(self):
@@ -154,6 +179,8 @@ class Job:
     def open(self, graph_item):
         """This node's first session: the chief starts the job, a member joins it."""
         self._session = self._start(graph_item) if self._context is None else self._join(graph_item)
+        for callback in self.on_session:
+            callback(self._session, True)
         wanted, total_steps = self._progress_wanted
         if wanted and self.is_chief and self._progress is None:
             self._progress = Progress(self._progress_sample, self._spec.chief, total_steps).start()
@@ -176,6 +203,10 @@ class Job:
         from autodist.runner import new_job_id
         job_id = new_job_id()
         strategy = build_strategy(item, self._spec, self.strategy_builder)
+        if self._spec is not self._full_spec:   # shrunk at this relaunch: say how the plan changed
+            before = build_strategy(item, self._full_spec, self.strategy_builder)
+            notice(None, plan_change(self._full_spec, self._spec, self.strategy_builder, *(
+                len(s.graph_config.replicas) for s in (before, strategy))))
         if len(self._spec.node_specs) == 1:
             context = _single_node_job(self._spec, job_id)
             self._session_args = (context, None, None)
@@ -184,7 +215,7 @@ class Job:
         return self._launch(item, strategy, job_id)
 
     def _launch(self, item, strategy, job_id):
-        argv = self._launch_argv if self._launch_argv is not None else _script_argv()
+        argv = self._launch_argv if self._launch_argv is not None else script_argv()
         staging = tempfile.mkdtemp(prefix="autodist-")
         try:   # the staged copy goes also when the launch fails (preflight, a signal)
             path = strategy.serialize(os.path.join(staging, "strategy.pb"))
@@ -252,6 +283,8 @@ class Job:
         self._session = open_node_session(graph_item, strategy, generation, self._spec, failure=failure,
                                           on_interrupt=on_interrupt, monitor=self._monitor,
                                           **self._views(generation, strategy, graph_item))
+        for callback in self.on_session:
+            callback(self._session, False)
         return self._session
 
     # -- views -------------------------------------------------------------------------
@@ -315,7 +348,10 @@ class Job:
         change it (a ``SystemExit`` raised here is ignored). When another
         node's script failed, the job failed, and the shell that started the
         chief must see it: after the complete teardown, the process ends with
-        ``EXIT_NODE_FAILED`` itself. That is the only way Python leaves.
+        ``node_failure_status`` itself (``EXIT_NODE_FAILED``; ``NODE_FAILED`` in a
+        supervised attempt, also when the failure reached the script as an
+        uncaught ``RemoteWorkerError``, so that the supervisor restarts the
+        job). That is the only way Python leaves.
         """
         self._stop_progress()
         coordinator, self._coordinator = self._coordinator, None
@@ -325,12 +361,16 @@ class Job:
         if error is not None:   # the traceback is printed and the status is non-zero already
             coordinator.abort(reason="the chief's script was interrupted" if isinstance(error, KeyboardInterrupt)
                               else "the chief's script failed ({})".format(type(error).__name__))
+            failure = coordinator.failure()
+            if isinstance(error, RemoteWorkerError) and failure is not None and self.attempt:
+                print("autodist: error: {}".format(failure), file=sys.stderr, flush=True)
+                _leave_with(self.node_failure_status)   # another node failed: the supervisor restarts
             return
         try:
             coordinator.finish()
         except RemoteWorkerError as e:
             print("autodist: error: {}".format(e), file=sys.stderr, flush=True)
-            _leave_with(EXIT_NODE_FAILED)
+            _leave_with(self.node_failure_status)
 
 
 def _leave_with(status):
@@ -344,7 +384,7 @@ def _leave_with(status):
     os._exit(status)  # see Job._finish_at_exit: at exit there is no other way to set the status
 
 
-def _script_argv():
+def script_argv():
     """The chief's script and arguments, to start the same program on the other nodes."""
     if not sys.argv or not sys.argv[0] or sys.argv[0] in ("-c", "-m"):
         raise LaunchError("the other nodes run the same script as the chief, but this program was not "

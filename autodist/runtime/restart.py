@@ -19,7 +19,19 @@ SIGTERM (143)::
 Exhausted restarts end with status 1 and a line per failed attempt. Ctrl-C
 and SIGTERM given to the supervisor go to the attempt running, which stops
 its job as always (``docs/running.md``, "How a job ends").
+
+Each attempt finds its number in ``ATTEMPT_ENV`` (``"2"`` for the first
+restart): a relaunch may leave out unreachable nodes (``autodist.runtime.shrink``)
+and says which attempt resumes. A script that uses the API
+(``AutoDist(..., max_restarts=N)``) is supervised the same way:
+``supervise_script`` runs the script again, from its start, as each attempt,
+and the process that called it only supervises (``autodist.api``)::
+
+    python train.py            AutoDist(spec, max_restarts=2) ── supervise_script ── exit with the last status
+      attempt 1                python train.py  (AUTODIST_ATTEMPT=1) ── AutoDist(...) returns, trains
+      attempt 2                python train.py  (AUTODIST_ATTEMPT=2) ── resumes from its checkpoint
 """
+import os
 import signal
 import subprocess
 import sys
@@ -28,19 +40,26 @@ import time
 
 from autodist.runtime.notices import notice
 
-__all__ = ["supervise", "NODE_FAILED", "EXIT_RESTARTS_EXHAUSTED"]
+__all__ = ["supervise", "supervise_script", "attempt_of", "NODE_FAILED", "EXIT_RESTARTS_EXHAUSTED", "ATTEMPT_ENV"]
 
 NODE_FAILED = 75                # an attempt's status when another node of its job failed (EX_TEMPFAIL)
 EXIT_RESTARTS_EXHAUSTED = 1     # as a chief whose job failed without restarts
+ATTEMPT_ENV = "AUTODIST_ATTEMPT"   # an attempt's number (1, 2, ...), set by the supervisor
 _ERROR = "autodist: error: "
+
+
+def attempt_of(environ):
+    """This process's attempt number under a supervisor (``ATTEMPT_ENV``), or None when not supervised."""
+    text = (environ or {}).get(ATTEMPT_ENV, "")
+    return int(text) if text.isdigit() and int(text) > 0 else None
 
 
 class _Attempt:
     """One chief process; its stderr is passed through, and its last error line kept."""
 
-    def __init__(self, argv):
+    def __init__(self, argv, env=None):
         self.error = None
-        self.proc = subprocess.Popen(argv, stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(argv, stderr=subprocess.PIPE, env=env)
         self._reader = threading.Thread(target=self._pass_stderr, name="autodist-attempt-stderr", daemon=True)
         self._reader.start()
 
@@ -63,9 +82,9 @@ class _Attempt:
         return code
 
 
-def _run_attempt(argv):
-    """Run one attempt to its end with Ctrl-C / SIGTERM forwarded to it; ``(status, its error line)``."""
-    attempt = _Attempt(argv)
+def _run_attempt(argv, number):
+    """Run attempt ``number`` to its end with Ctrl-C / SIGTERM forwarded to it; ``(status, its error line)``."""
+    attempt = _Attempt(argv, dict(os.environ, **{ATTEMPT_ENV: str(number)}))
     main = threading.current_thread() is threading.main_thread()
     previous = {s: signal.signal(s, attempt.forward) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
     try:
@@ -75,24 +94,36 @@ def _run_attempt(argv):
             signal.signal(signum, handler)
 
 
-def supervise(argv, max_restarts, backoff=2.0, sink=None):
+def supervise(argv, max_restarts, backoff=2.0, sink=None, option="--max-restarts "):
     """Run ``argv`` (a chief's command) until it ends otherwise than by ``NODE_FAILED``, at most ``max_restarts`` times more.
 
     Returns the last attempt's status, or ``EXIT_RESTARTS_EXHAUSTED`` when
     every attempt ended by a node failure (each attempt's error is printed).
+    ``option`` names the setting in that message (``max_restarts=`` for the API).
     """
     failures = []
     while True:
         started = time.monotonic()
-        code, error = _run_attempt(argv)
+        code, error = _run_attempt(argv, len(failures) + 1)
         if code != NODE_FAILED:
             return code
         failures.append("attempt {} ({:.0f} s): {}".format(len(failures) + 1, time.monotonic() - started,
                                                           (error or "a node failed").splitlines()[0]))
         if len(failures) > max_restarts:
-            notice(sink, "the job failed {} time(s), no restart left (--max-restarts {}):\n{}".format(
-                len(failures), max_restarts, "\n".join("  " + f for f in failures)))
+            notice(sink, "the job failed {} time(s), no restart left ({}{}):\n{}".format(
+                len(failures), option, max_restarts, "\n".join("  " + f for f in failures)))
             return EXIT_RESTARTS_EXHAUSTED
         notice(sink, "restart {} of {} in {:.0f} s: {}; the new job resumes from the newest checkpoint".format(
             len(failures), max_restarts, backoff, failures[-1]))
         time.sleep(backoff)
+
+
+def supervise_script(argv, max_restarts, backoff=2.0):
+    """Supervise the running script (``argv``: what follows ``python``) as a chief of its own per attempt.
+
+    For ``AutoDist(..., max_restarts=N)``: the calling process runs no job;
+    it returns the status it should exit with. Each attempt runs the same
+    command with ``ATTEMPT_ENV`` set, so its ``AutoDist`` trains instead, and
+    ends with ``NODE_FAILED`` when another node failed (``Job.node_failure_status``).
+    """
+    return supervise([sys.executable] + list(argv), max_restarts, backoff, option="max_restarts=")

@@ -251,6 +251,7 @@ class DistributedSession(tf_session.SessionInterface):
         self._plans = RunPlans(session, mapper)
         self._closed = False
         self._interrupted = False
+        self.after_run = []   # callables(session) after each ``run`` (``checkpoint.resume.SessionCheckpoints``)
 
     @property
     def graph(self):
@@ -286,6 +287,12 @@ class DistributedSession(tf_session.SessionInterface):
         return feeds
 
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+        values = self._run(fetches, feed_dict, options, run_metadata)
+        for callback in self.after_run:
+            callback(self)
+        return values
+
+    def _run(self, fetches, feed_dict, options, run_metadata):
         feed_dict = component_feeds(feed_dict)
         observed = self._tracer is not None or self._scalars is not None
         plain = options is None and run_metadata is None and not observed

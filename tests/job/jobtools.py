@@ -12,6 +12,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -91,6 +92,20 @@ def assert_only_logs_left(job_id):
     assert oct(os.stat(logs).st_mode & 0o777) == "0o700"
     names = os.listdir(logs)
     assert names and all(_NODE_LOG.match(name) and os.path.isfile(os.path.join(logs, name)) for name in names), names
+
+
+def unreachable_second_node(spec_path):
+    """Rewrite the spec at ``spec_path``: 127.0.0.2 is now reached over SSH at a port where nothing listens.
+
+    A job started from the spec before keeps running; its next attempt reads the spec again, and its
+    preflight cannot connect to the node, as to a machine that went away.
+    """
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with open(spec_path, "w") as f:
+        f.write("nodes:\n  - address: 127.0.0.1\n    chief: true\n  - address: 127.0.0.2\n    ssh_config: gone\n"
+                "ssh:\n  gone:\n    port: {}\n    connect_timeout: 5\n".format(port))
 
 
 class Chief:

@@ -45,3 +45,37 @@ def test_any_other_status_is_final(tmp_path):
         (tmp_path / "runs").unlink(missing_ok=True)
         code, said, runs = _supervise(tmp_path, fail=0, final=final, max_restarts=3)
         assert (code, runs, said) == (final, 1, "")
+
+
+def test_each_attempt_knows_its_number_and_the_api_names_its_setting(tmp_path):
+    from autodist.runtime.restart import ATTEMPT_ENV, attempt_of
+    record = ("import os, sys; open(sys.argv[1], 'a').write(os.environ['{}'] + ' '); "
+              "print('autodist: error: gone', file=sys.stderr); sys.exit({})").format(ATTEMPT_ENV, NODE_FAILED)
+    sink = io.StringIO()
+    code = supervise([sys.executable, "-c", record, str(tmp_path / "seen")], 2, backoff=0.01, sink=sink,
+                     option="max_restarts=")
+    assert code == EXIT_RESTARTS_EXHAUSTED
+    assert (tmp_path / "seen").read_text() == "1 2 3 "
+    assert "no restart left (max_restarts=2):" in sink.getvalue()
+    assert (attempt_of({ATTEMPT_ENV: "2"}), attempt_of({}), attempt_of({ATTEMPT_ENV: "x"})) == (2, None, None)
+
+
+def test_an_api_chief_with_max_restarts_supervises_and_exits_with_the_last_status(tmp_path, monkeypatch, capsys):
+    import pytest
+    from autodist import AutoDist
+    from autodist.runtime.restart import ATTEMPT_ENV
+    spec = tmp_path / "spec.yml"
+    spec.write_text("nodes:\n  - address: 127.0.0.1\n")
+    monkeypatch.delenv(ATTEMPT_ENV, raising=False)
+    attempt = ("import sys; print('autodist: error: worker on 127.0.0.2 failed', file=sys.stderr); "
+               "sys.exit({})".format(NODE_FAILED))
+    with pytest.raises(SystemExit) as ended:   # every attempt failed: the supervisor's status
+        AutoDist(str(spec), max_restarts=1, restart_backoff=0.01, launch_argv=["-c", attempt])
+    assert ended.value.code == EXIT_RESTARTS_EXHAUSTED
+    assert "no restart left (max_restarts=1):" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as ended:
+        AutoDist(str(spec), max_restarts=1, launch_argv=["-c", "import sys; sys.exit(3)"])
+    assert ended.value.code == 3
+    monkeypatch.setenv(ATTEMPT_ENV, "2")   # inside an attempt: AutoDist trains instead
+    ad = AutoDist(str(spec), max_restarts=1)
+    assert (ad.job.attempt, ad.job.node_failure_status) == (2, NODE_FAILED)
