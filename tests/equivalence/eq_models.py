@@ -79,6 +79,33 @@ def sparse_embedding_batch(step):
     return {"ids": ids.astype(np.int64), "target": rs.randn(GLOBAL_BATCH).astype(np.float32)}
 
 
+def keras_embedding():
+    """Keras 3 Adam on an Embedding's IndexedSlices gradient.
+
+    Keras squares the gradient's values entry by entry, before repeated ids are
+    summed: a job must hand it every replica's entries as they are (an id that
+    two replicas look up stays two entries), as one device has them.
+    """
+    ids = tf1.placeholder(tf.int32, [None, 3], name="token_ids")
+    labels = tf1.placeholder(tf.int32, [None], name="token_labels")
+    embedding = keras.layers.Embedding(VOCAB, 4, embeddings_initializer=keras.initializers.RandomUniform(
+        -0.1, 0.1, seed=8))
+    dense = keras.layers.Dense(3, kernel_initializer=_seeded(9))
+    logits = dense(tf.reduce_sum(embedding(ids), axis=1))
+    per = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+    variables = embedding.trainable_weights + dense.trainable_weights
+    grads = tf.gradients(tf.reduce_mean(per), variables)
+    train = keras.optimizers.Adam(0.05).apply_gradients(zip(grads, variables))
+    return Model(train, per, {"token_ids": ids, "token_labels": labels}, variables)
+
+
+def keras_embedding_batch(step):
+    rs = np.random.RandomState(600 + step)
+    ids = rs.randint(0, VOCAB, size=(GLOBAL_BATCH, 3))
+    ids[:, 0] = rs.randint(0, 3, size=GLOBAL_BATCH)  # every replica of every node repeats these ids
+    return {"token_ids": ids.astype(np.int32), "token_labels": rs.randint(0, 3, size=GLOBAL_BATCH).astype(np.int32)}
+
+
 def while_loop():
     x = tf1.placeholder(tf.float32, [None, 3], name="x")
     y = tf1.placeholder(tf.float32, [None, 3], name="y")
@@ -120,6 +147,7 @@ MODELS = {
     "linreg": (linear_regression, linear_regression_batch),
     "cnn": (keras_cnn, keras_cnn_batch),
     "embedding": (sparse_embedding, sparse_embedding_batch),
+    "keras_embedding": (keras_embedding, keras_embedding_batch),
     "while_loop": (while_loop, while_loop_batch),
     "lstm": (keras_lstm, keras_lstm_batch),
 }

@@ -1,6 +1,6 @@
 """The main oracle: every synchronous strategy trains exactly like one device on the global batch.
 
-8 builders x 5 models x 3 topologies. After STEPS steps, the per-example
+8 builders x 6 models x 3 topologies. After STEPS steps, the per-example
 losses of every step (all replicas of all nodes, in batch order) and the
 final variables on every node equal the single-device run's, within float
 tolerance.
