@@ -39,16 +39,20 @@ def linear_regression_batch(step):
     return {"x": x, "y": y}
 
 
+def _classifier(layer, hidden, labels, dense_seed, rate):
+    """A Dense(3) on ``hidden`` (``layer``'s output), softmax cross-entropy, Keras Adam: (train, per, variables)."""
+    dense = keras.layers.Dense(3, kernel_initializer=_seeded(dense_seed))
+    per = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=dense(hidden))
+    variables = layer.trainable_weights + dense.trainable_weights
+    grads = tf.gradients(tf.reduce_mean(per), variables)
+    return keras.optimizers.Adam(rate).apply_gradients(zip(grads, variables)), per, variables
+
+
 def keras_cnn():
     x = tf1.placeholder(tf.float32, [None, 8, 8, 1], name="images")
     labels = tf1.placeholder(tf.int32, [None], name="labels")
     conv = keras.layers.Conv2D(4, 3, activation="relu", kernel_initializer=_seeded(1))
-    dense = keras.layers.Dense(3, kernel_initializer=_seeded(2))
-    logits = dense(keras.layers.Flatten()(conv(x)))
-    per = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
-    variables = conv.trainable_weights + dense.trainable_weights
-    grads = tf.gradients(tf.reduce_mean(per), variables)
-    train = keras.optimizers.Adam(0.01).apply_gradients(zip(grads, variables))
+    train, per, variables = _classifier(conv, keras.layers.Flatten()(conv(x)), labels, 2, 0.01)
     return Model(train, per, {"images": x, "labels": labels}, variables)
 
 
@@ -90,12 +94,7 @@ def keras_embedding():
     labels = tf1.placeholder(tf.int32, [None], name="token_labels")
     embedding = keras.layers.Embedding(VOCAB, 4, embeddings_initializer=keras.initializers.RandomUniform(
         -0.1, 0.1, seed=8))
-    dense = keras.layers.Dense(3, kernel_initializer=_seeded(9))
-    logits = dense(tf.reduce_sum(embedding(ids), axis=1))
-    per = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
-    variables = embedding.trainable_weights + dense.trainable_weights
-    grads = tf.gradients(tf.reduce_mean(per), variables)
-    train = keras.optimizers.Adam(0.05).apply_gradients(zip(grads, variables))
+    train, per, variables = _classifier(embedding, tf.reduce_sum(embedding(ids), axis=1), labels, 9, 0.05)
     return Model(train, per, {"token_ids": ids, "token_labels": labels}, variables)
 
 

@@ -123,12 +123,12 @@ def _accumulate(scratch, var, assignment, facts, divide):
     job, destination = assignment.node.job_id, var.synchronizer.destination
     with tf.device(destination), tf.name_scope("AutoDist-PS/{}/accumulator/".format(var.op_name)):
         if var.sparse:
-            values, indices, dense_shape = (_local(scratch, assignment, var, facts, c)
-                                            for c in ("values", "indices", "dense_shape"))
+            values, indices = (_local(scratch, assignment, var, facts, c) for c in ("values", "indices"))
             push, gathered = slices.gather_slices(assignment, destination, "{}/slices/{}".format(job, var.op_name),
                                                   values, indices)
             if gathered is None:
                 return push, None
+            dense_shape = _local(scratch, assignment, var, facts, "dense_shape")
             return push, _sparse_mean(*gathered, dense_shape, assignment.num_replicas, divide)
         acc = tf.compat.v1.ConditionalAccumulator(facts.dtype, shape=facts.shape, reduction_type="SUM", name="acc",
                                                   shared_name="{}/acc/{}".format(job, var.op_name))
