@@ -5,13 +5,30 @@ job=JobContext(...))`` attached to TensorFlow servers that live for the whole
 test module (starting TensorFlow costs seconds per process), each case a job
 of its own (own job id, container and collective keys).
 """
+import importlib
+import itertools
 import multiprocessing
 import os
 import traceback
+import uuid
 
 import numpy as np
 
 STEPS = 3
+
+#: topology -> [(address, number of CPU replicas)], chief first
+TOPOLOGIES = {
+    "1node-2replicas": [("127.0.0.1", 2)],
+    "2nodes-1+1": [("127.0.0.1", 1), ("127.0.0.2", 1)],
+    "2nodes-2+1": [("127.0.0.1", 2), ("127.0.0.2", 1)],
+}
+_keys = itertools.count(1)
+
+
+def new_case(builder, model, tmp_path, **extra):
+    """A case: a job of its own (job id, strategy file, a collective key window no other case of the run has)."""
+    return dict({"model": model, "builder": builder, "job_id": "eq-" + uuid.uuid4().hex[:12],
+                 "strategy_path": str(tmp_path / "strategy.pb"), "key_base": next(_keys) * 100000}, **extra)
 
 
 def builder_of(name, kwargs):
@@ -49,17 +66,34 @@ def reference(model_name):
             return losses, sess.run([tf_variable(v) for v in model.variables])
 
 
-def run_node(case, address, servers, chief, spec_path, rows):
-    """One node's part of a case; returns (per-step per-example losses of its rows, variables)."""
-    import tensorflow as tf
+def write_spec(directory, nodes):
+    """A resource spec file in ``directory`` for ``nodes`` = [(address, number of CPU replicas)], chief first."""
+    import yaml
+    listed = [{"address": a, "cpus": list(range(c))} for a, c in nodes]
+    if len(listed) > 1:
+        listed[0]["chief"] = True
+    path = os.path.join(str(directory), "spec.yml")
+    with open(path, "w") as f:
+        f.write(yaml.safe_dump({"nodes": listed}))
+    return path
+
+
+def job_autodist(case, address, servers, chief, spec_path):
+    """This node's AutoDist of the case's job, attached to the pool's running servers."""
     import autodist
     from autodist.runtime.context import JobContext
-    from eq_models import MODELS
-    build, batch = MODELS[case["model"]]
     job = JobContext(job_id=case["job_id"], address=address, servers=servers, chief=chief,
                      strategy_path=case["strategy_path"], strategy_wait=60.0,
                      collective_key_base=case["key_base"])
-    ad = autodist.AutoDist(spec_path, builder_of(case["builder"], case.get("kwargs", {})), job=job)
+    return autodist.AutoDist(spec_path, builder_of(case["builder"], case.get("kwargs", {})), job=job)
+
+
+def run_node(case, address, servers, chief, spec_path, rows):
+    """One node's part of a case; returns (per-step per-example losses of its rows, variables)."""
+    import tensorflow as tf
+    from eq_models import MODELS
+    build, batch = MODELS[case["model"]]
+    ad = job_autodist(case, address, servers, chief, spec_path)
     with tf.Graph().as_default(), ad.scope():
         model = build()
         sess = ad.create_distributed_session()
@@ -100,8 +134,9 @@ def node_process(conn, address, servers, chief, cpus, spec_path, models_dir):
             conn.send(("ok", None))
             continue
         case, rows = message
-        try:
-            conn.send(("ok", run_node(case, address, servers, chief, spec_path, rows)))
+        try:   # a case names the module whose run_node it runs (default: this one's, the graph-mode cases)
+            run = importlib.import_module(case["module"]).run_node if "module" in case else run_node
+            conn.send(("ok", run(case, address, servers, chief, spec_path, rows)))
         except BaseException:  # reported to the test, which fails with it
             conn.send(("error", traceback.format_exc()))
     del server

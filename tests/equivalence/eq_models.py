@@ -39,16 +39,20 @@ def linear_regression_batch(step):
     return {"x": x, "y": y}
 
 
+def _classifier(layer, hidden, labels, dense_seed, rate):
+    """A Dense(3) on ``hidden`` (``layer``'s output), softmax cross-entropy, Keras Adam: (train, per, variables)."""
+    dense = keras.layers.Dense(3, kernel_initializer=_seeded(dense_seed))
+    per = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=dense(hidden))
+    variables = layer.trainable_weights + dense.trainable_weights
+    grads = tf.gradients(tf.reduce_mean(per), variables)
+    return keras.optimizers.Adam(rate).apply_gradients(zip(grads, variables)), per, variables
+
+
 def keras_cnn():
     x = tf1.placeholder(tf.float32, [None, 8, 8, 1], name="images")
     labels = tf1.placeholder(tf.int32, [None], name="labels")
     conv = keras.layers.Conv2D(4, 3, activation="relu", kernel_initializer=_seeded(1))
-    dense = keras.layers.Dense(3, kernel_initializer=_seeded(2))
-    logits = dense(keras.layers.Flatten()(conv(x)))
-    per = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
-    variables = conv.trainable_weights + dense.trainable_weights
-    grads = tf.gradients(tf.reduce_mean(per), variables)
-    train = keras.optimizers.Adam(0.01).apply_gradients(zip(grads, variables))
+    train, per, variables = _classifier(conv, keras.layers.Flatten()(conv(x)), labels, 2, 0.01)
     return Model(train, per, {"images": x, "labels": labels}, variables)
 
 
@@ -77,6 +81,28 @@ def sparse_embedding_batch(step):
     ids = rs.randint(0, VOCAB, size=(GLOBAL_BATCH, 2))
     ids[::3, 0] = 7  # repeated rows across replicas
     return {"ids": ids.astype(np.int64), "target": rs.randn(GLOBAL_BATCH).astype(np.float32)}
+
+
+def keras_embedding():
+    """Keras 3 Adam on an Embedding's IndexedSlices gradient.
+
+    Keras squares the gradient's values entry by entry, before repeated ids are
+    summed: a job must hand it every replica's entries as they are (an id that
+    two replicas look up stays two entries), as one device has them.
+    """
+    ids = tf1.placeholder(tf.int32, [None, 3], name="token_ids")
+    labels = tf1.placeholder(tf.int32, [None], name="token_labels")
+    embedding = keras.layers.Embedding(VOCAB, 4, embeddings_initializer=keras.initializers.RandomUniform(
+        -0.1, 0.1, seed=8))
+    train, per, variables = _classifier(embedding, tf.reduce_sum(embedding(ids), axis=1), labels, 9, 0.05)
+    return Model(train, per, {"token_ids": ids, "token_labels": labels}, variables)
+
+
+def keras_embedding_batch(step):
+    rs = np.random.RandomState(600 + step)
+    ids = rs.randint(0, VOCAB, size=(GLOBAL_BATCH, 3))
+    ids[:, 0] = rs.randint(0, 3, size=GLOBAL_BATCH)  # every replica of every node repeats these ids
+    return {"token_ids": ids.astype(np.int32), "token_labels": rs.randint(0, 3, size=GLOBAL_BATCH).astype(np.int32)}
 
 
 def while_loop():
@@ -120,6 +146,7 @@ MODELS = {
     "linreg": (linear_regression, linear_regression_batch),
     "cnn": (keras_cnn, keras_cnn_batch),
     "embedding": (sparse_embedding, sparse_embedding_batch),
+    "keras_embedding": (keras_embedding, keras_embedding_batch),
     "while_loop": (while_loop, while_loop_batch),
     "lstm": (keras_lstm, keras_lstm_batch),
 }

@@ -1,56 +1,21 @@
 """The main oracle: every synchronous strategy trains exactly like one device on the global batch.
 
-8 builders x 5 models x 3 topologies. After STEPS steps, the per-example
+8 builders x 6 models x 3 topologies. After STEPS steps, the per-example
 losses of every step (all replicas of all nodes, in batch order) and the
 final variables on every node equal the single-device run's, within float
 tolerance.
 """
 import functools
-import itertools
-import os
 import re
-import uuid
 
 import pytest
-import yaml
 
 import eq_harness as harness
 from eq_models import GLOBAL_BATCH, MODELS
 
 BUILDERS = ["PS", "PSLoadBalancing", "PartitionedPS", "UnevenPartitionedPS", "AllReduce", "PartitionedAR",
             "RandomAxisPartitionAR", "Parallax"]
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-# topology -> [(address, number of CPU replicas)], chief first
-TOPOLOGIES = {
-    "1node-2replicas": [("127.0.0.1", 2)],
-    "2nodes-1+1": [("127.0.0.1", 1), ("127.0.0.2", 1)],
-    "2nodes-2+1": [("127.0.0.1", 2), ("127.0.0.2", 1)],
-}
-_keys = itertools.count(1)
-
-
-def _spec(tmp_path_factory, topology):
-    nodes = [{"address": a, "cpus": list(range(c))} for a, c in TOPOLOGIES[topology]]
-    if len(nodes) > 1:
-        nodes[0]["chief"] = True
-    path = tmp_path_factory.mktemp("spec") / "{}.yml".format(topology)
-    path.write_text(yaml.safe_dump({"nodes": nodes}))
-    return str(path)
-
-
-@pytest.fixture(scope="module")
-def pools(tmp_path_factory):
-    created = {}
-
-    def get(topology):
-        if topology not in created:
-            created[topology] = harness.NodePool(TOPOLOGIES[topology], _spec(tmp_path_factory, topology), HERE)
-        return created[topology]
-
-    yield get
-    for pool in created.values():
-        pool.close()
+TOPOLOGIES = harness.TOPOLOGIES
 
 
 @functools.lru_cache(maxsize=None)
@@ -74,8 +39,7 @@ def _rows(topology):
 @pytest.mark.parametrize("builder", BUILDERS)
 def test_equivalent_to_single_device(builder, model, topology, pools, tmp_path):
     pool = pools(topology)
-    case = {"model": model, "builder": builder, "job_id": "eq-" + uuid.uuid4().hex[:12],
-            "strategy_path": str(tmp_path / "strategy.pb"), "key_base": next(_keys) * 100000}
+    case = harness.new_case(builder, model, tmp_path)
     results = pool.run(case, _rows(topology))
     losses = [sum((list(node[0][step]) for node in results), []) for step in range(harness.STEPS)]
     reference = _reference(model)
@@ -103,9 +67,8 @@ def test_searched_plan_equivalent_to_single_device(pools, tmp_path):
     from autodist.strategies.base import Strategy
     from autodist.strategies.cost import Calibration, Compute
     topology = "2nodes-1+1"
-    case = {"model": "cnn", "builder": "AutoStrategy", "job_id": "eq-" + uuid.uuid4().hex[:12],
-            "strategy_path": str(tmp_path / "strategy.pb"), "key_base": next(_keys) * 100000,
-            "kwargs": {"calibration": Calibration(**_RPC_BOUND), "compute": Compute(0.01)}}
+    case = harness.new_case("AutoStrategy", "cnn", tmp_path,
+                            kwargs={"calibration": Calibration(**_RPC_BOUND), "compute": Compute(0.01)})
     results = pools(topology).run(case, _rows(topology))
     split = {name for name, entry in read_entries(Strategy.deserialize(path=case["strategy_path"])).variables.items()
              if entry.partition is not None}

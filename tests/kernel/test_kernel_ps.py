@@ -4,6 +4,7 @@ Numbers come from running the transformed graphs on in-process servers
 (``conftest.cluster``): one node with two CPU replicas, or two nodes (two
 replicas on the chief, one on the other) driven from two threads.
 """
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -124,8 +125,12 @@ def test_sync_across_two_nodes_with_a_proxy_on_every_node(cluster):
     chief_nodes, other_nodes = (nodes_by_name(r.item.graph_def) for r in results)
     accumulators = {n.name: (n.op, n.device) for n in chief_nodes.values() if n.op.endswith("ConditionalAccumulator")}
     assert accumulators == {"AutoDist-PS/w/accumulator/acc": ("ResourceConditionalAccumulator", T0C0),
-                            "AutoDist-PS/b/accumulator/acc": ("ResourceConditionalAccumulator", T1C0),
-                            "AutoDist-PS/emb/accumulator/acc": ("SparseConditionalAccumulator", T0C0)}
+                            "AutoDist-PS/b/accumulator/acc": ("ResourceConditionalAccumulator", T1C0)}
+    # emb's sparse entries reach the chief as they are: the other node's queue on emb's server
+    queues = {n.name: (n.op, n.device) for n in chief_nodes.values() if n.op == "FIFOQueueV2"
+              and n.name.startswith("AutoDist-PS/emb/")}
+    assert queues == {"AutoDist-PS/emb/accumulator/queue_1": ("FIFOQueueV2", T0C0)}
+    assert other_nodes["AutoDist-PS/emb/accumulator/push"].op == "QueueEnqueueV2"
     # only the chief applies synchronous updates; the other node waits for its token
     assert other_nodes["AutoDist-Replica-0/GradientDescent/update_w/ResourceApplyGradientDescent"].op == "NoOp"
     assert other_nodes["AutoDist-PS/waited"].op == "NoOp" and "AutoDist-PS/release" in chief_nodes
@@ -219,3 +224,25 @@ def test_sparse_ps_variable_with_a_root_level_initializer(cluster):
     node = cluster(1).open(transform(item, make_strategy([T0C0, T0C1], ps={"emb": dict(device=T0C0)})))
     node.train({"ids:0": [np.array([1], np.int32), np.array([1, 2], np.int32)]})
     np.testing.assert_allclose(node.read("emb")[:, 0], [1.0, 1.0 - LR, 1.0 - LR / 2, 1.0], rtol=1e-6)
+
+
+def _keras_adam_model():
+    """emb trained by Keras 3 Adam, which squares each entry of a sparse gradient before repeated ids add up."""
+    ids = tf1.placeholder(tf.int32, [None], name="ids")
+    y = tf1.placeholder(tf.float32, [None, 1], name="y")
+    emb = tf1.get_variable("emb", initializer=tf.constant(np.linspace(-1, 1, 6, dtype=np.float32).reshape(6, 1)))
+    per_example = tf.square(tf.gather(emb, ids) - y)[:, 0]
+    grad = tf.gradients(tf.reduce_mean(per_example), [emb])[0]
+    return {"train": keras.optimizers.Adam(0.1).apply_gradients([(grad, emb)])}
+
+
+def test_two_nodes_give_keras_adam_every_entry_of_a_repeated_id(cluster):
+    """Id 3 is in every replica's rows. Merged into one entry per id (as an accumulator does), Adam's second
+    moment would get (g1 + g2 + g3)**2 where one device's gets g1**2 + g2**2 + g3**2."""
+    batches = [{k: v for k, v in _batch(step).items() if k != "x:0"} for step in range(3)]
+    want = reference_run(_keras_adam_model, batches, ["emb/Read/ReadVariableOp:0"])
+    strategy = make_strategy([T0C0, T0C1, T1C0], ps={"emb": dict(device=T1C0)})
+    chief, other = cluster(2).open_job(transform_job(_keras_adam_model, strategy, num_tasks=2))
+    for step, batch in enumerate(batches):
+        parallel([lambda: chief.train_global(batch), lambda: other.train_global(batch)])
+        np.testing.assert_allclose(other.read("emb"), want[step][0], rtol=1e-5, atol=1e-6, err_msg=str(step))

@@ -7,6 +7,7 @@ checked on two in-process nodes.
 import concurrent.futures
 import time
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -14,8 +15,8 @@ import tensorflow as tf
 from autodist.errors import TransformError
 from autodist.kernel.names import INIT_LOCAL
 from autodist.kernel.synchronization import staleness
-from kernel_harness import (AR, capture, device, make_strategy, nodes_by_name, parallel, tf1, transform,
-                            transform_job)
+from kernel_harness import (AR, capture, device, make_strategy, nodes_by_name, parallel, reference_run, tf1,
+                            transform, transform_job)
 
 T0C0, T0C1, T1C0 = device(0, 0), device(0, 1), device(1, 0)
 LR = 0.1
@@ -160,6 +161,31 @@ def test_relay_of_a_sparse_gradient_keeps_each_replica_dense_shape(cluster):
     copies = ((chief, "AutoDist-Replica-0/"), (chief, "AutoDist-Replica-1/"), (other, "AutoDist-Replica-0/"))
     for node, prefix in copies:
         np.testing.assert_allclose(node.read(prefix + "emb"), expected, rtol=1e-6)
+
+
+def _keras_adam_sparse_model():
+    """emb's rows 0 and 2 each looked up by every row; Keras 3 Adam squares each entry of the sparse gradient."""
+    x = tf1.placeholder(tf.float32, [None, 2], name="x")
+    w = tf1.get_variable("w", initializer=tf.zeros([2]))
+    emb = tf1.get_variable("emb", initializer=tf.constant(np.linspace(-1, 1, 6, dtype=np.float32).reshape(3, 2)))
+    rows = tf.gather(emb, tf.tile(tf.constant([0, 2]), tf.shape(x)[:1]))
+    loss = tf.reduce_mean(tf.square(tf.reduce_sum(tf.repeat(x, 2, axis=0) * (w + rows), axis=1) - 1.0))
+    variables = [w, emb]
+    return {"train": keras.optimizers.Adam(LR).apply_gradients(zip(tf.gradients(loss, variables), variables))}
+
+
+def test_relay_gives_keras_adam_every_entry_of_a_repeated_id(cluster):
+    """The relay gathers the nodes' entries (merged per id, Adam's second moment would differ from one device's)."""
+    rs = np.random.RandomState(3)
+    batches = [{"x:0": rs.rand(6, 2).astype(np.float32)} for _ in range(3)]
+    want = reference_run(_keras_adam_sparse_model, batches, ["emb/Read/ReadVariableOp:0"])
+    strategy = make_strategy([T0C0, T0C1, T1C0], ps={"w": dict(device=T0C0)}, ar={"emb": {}})
+    chief, other = cluster(2).open_job(transform_job(_keras_adam_sparse_model, strategy, num_tasks=2))
+    for batch in batches:
+        parallel([lambda: chief.train_global(batch), lambda: other.train_global(batch)])
+    copies = ((chief, "AutoDist-Replica-0/"), (chief, "AutoDist-Replica-1/"), (other, "AutoDist-Replica-0/"))
+    for node, prefix in copies:
+        np.testing.assert_allclose(node.read(prefix + "emb"), want[-1][0], rtol=1e-5, atol=1e-6, err_msg=prefix)
 
 
 def test_relay_refuses_compression_naming_the_variable():

@@ -1,11 +1,19 @@
 """The models and data of the Keras fit tests: a dense model, a CNN and an Embedding model, seeded.
 
-50 rows in global batches of 16 leave a last partial batch of 2.
+50 rows in global batches of 16 leave a last partial batch of 2. ``run`` is
+what an equivalence case does with a model (``fit`` with validation data,
+``evaluate``, ``predict``), ``reference`` its single-device result and
+``check`` the comparison with a distributed one.
 """
 import keras
 import numpy as np
 
 ROWS, BATCH = 50, 16
+KINDS = ("dense", "cnn", "embedding")
+#: Every synchronous builder, and AutoStrategy (whichever plan it picks): the Keras fit matrices' rows.
+BUILDERS = ("PS", "PSLoadBalancing", "PartitionedPS", "UnevenPartitionedPS", "AllReduce", "PartitionedAR",
+            "RandomAxisPartitionAR", "Parallax", "AutoStrategy")
+EPOCHS, VALIDATION_ROWS, PREDICT_ROWS = 3, 20, 7
 
 
 def data(kind):
@@ -31,3 +39,38 @@ def build(kind):
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy", keras.metrics.SparseCategoricalCrossentropy(from_logits=True, name="xent")])
     return model
+
+
+def run(model, kind):
+    """fit for EPOCHS epochs with validation data, then evaluate and predict: {history, evaluate, predict}."""
+    x, y = data(kind)
+    history = model.fit(x, y, batch_size=BATCH, epochs=EPOCHS, shuffle=False, verbose=0,
+                        validation_data=(x[:VALIDATION_ROWS], y[:VALIDATION_ROWS])).history
+    return {"history": history, "evaluate": model.evaluate(x, y, batch_size=BATCH, verbose=0),
+            "predict": model.predict(x[:PREDICT_ROWS], verbose=0)}
+
+
+def reference(kind):
+    """``run`` in plain eager Keras on one device, with the final trainable weights."""
+    keras.backend.clear_session()
+    model = build(kind)
+    result = run(model, kind)
+    result["weights"] = [w.numpy() for w in model.trainable_weights]
+    return result
+
+
+def close(actual, expected, rtol=1e-4, atol=1e-5):
+    """Two fit histories (or returned dicts) hold the same keys and values."""
+    assert actual.keys() == expected.keys()
+    for name in expected:
+        np.testing.assert_allclose(actual[name], expected[name], rtol=rtol, atol=atol, err_msg=name)
+
+
+def check(actual, expected):
+    """A distributed ``run`` (with its weights) equals the single-device one within float tolerance."""
+    close(actual["history"], expected["history"])
+    np.testing.assert_allclose(actual["evaluate"], expected["evaluate"], rtol=1e-4)
+    np.testing.assert_allclose(actual["predict"], expected["predict"], rtol=1e-4, atol=1e-5)
+    assert len(actual["weights"]) == len(expected["weights"])
+    for got, want in zip(actual["weights"], expected["weights"]):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

@@ -8,9 +8,12 @@ uses its dense gradients as they are.
 Between graphs (``synchronize_ps``), per variable:
 
     sync          every node pushes its local sum into a SUM accumulator on the
-                  server; the chief takes all of them, divides by the number of
-                  replicas and applies; then it releases one token to each
-                  other node, which waits for it before its step ends:
+                  server (an IndexedSlices gradient: its entries into its own
+                  queue there, ``slices.py``: the chief concatenates them, never
+                  merging an index's entries, as one device has them); the chief
+                  takes all of them, divides by the number of replicas and
+                  applies; then it releases one token to each other node, which
+                  waits for it before its step ends:
 
                   node k:  local ---push---> [accumulator on PS] <---push--- chief: local
                            wait(token_k) <------ release <-- apply <-- take(W) / R
@@ -31,7 +34,7 @@ slots and the optimizer's step counters advance once per step.
 import tensorflow as tf
 
 from autodist.kernel.names import host_cpu
-from autodist.kernel.synchronization import staleness, wiring
+from autodist.kernel.synchronization import slices, staleness, wiring
 
 __all__ = ["reduce_locally", "synchronize_ps", "local_names"]
 
@@ -116,26 +119,23 @@ def _is_global_sync(var, assignment):
 
 
 def _accumulate(scratch, var, assignment, facts, divide):
-    """Push this node's local gradient; on the chief, take all of them. Returns (push, agg or None)."""
-    shared = "{}/acc/{}".format(assignment.node.job_id, var.op_name)
-    with tf.device(var.synchronizer.destination), tf.name_scope("AutoDist-PS/{}/accumulator/".format(var.op_name)):
+    """Push this node's local gradient; on the chief, take all of them. Returns (push or None, agg or None)."""
+    job, destination = assignment.node.job_id, var.synchronizer.destination
+    with tf.device(destination), tf.name_scope("AutoDist-PS/{}/accumulator/".format(var.op_name)):
         if var.sparse:
-            acc = tf.compat.v1.SparseConditionalAccumulator(
-                facts.dtype, shape=facts.shape, shared_name=shared, reduction_type="SUM", name="acc")
-            local = tf.IndexedSlices(*(_local(scratch, assignment, var, facts, c)
-                                       for c in ("values", "indices", "dense_shape")))
-            push = acc.apply_indexed_slices_grad(local, local_step=_ANY_STEP, name="push")
-        else:
-            acc = tf.compat.v1.ConditionalAccumulator(
-                facts.dtype, shape=facts.shape, shared_name=shared, reduction_type="SUM", name="acc")
-            push = acc.apply_grad(_local(scratch, assignment, var, facts, "dense"), local_step=_ANY_STEP, name="push")
+            values, indices = (_local(scratch, assignment, var, facts, c) for c in ("values", "indices"))
+            push, gathered = slices.gather_slices(assignment, destination, "{}/slices/{}".format(job, var.op_name),
+                                                  values, indices)
+            if gathered is None:
+                return push, None
+            dense_shape = _local(scratch, assignment, var, facts, "dense_shape")
+            return push, _sparse_mean(*gathered, dense_shape, assignment.num_replicas, divide)
+        acc = tf.compat.v1.ConditionalAccumulator(facts.dtype, shape=facts.shape, reduction_type="SUM", name="acc",
+                                                  shared_name="{}/acc/{}".format(job, var.op_name))
+        push = acc.apply_grad(_local(scratch, assignment, var, facts, "dense"), local_step=_ANY_STEP, name="push")
         if not assignment.node.is_chief:
             return push, None
         with tf.control_dependencies([push]):
-            if var.sparse:
-                taken = acc.take_indexed_slices_grad(assignment.node.num_tasks, name="take")
-                return push, _sparse_mean(taken.values, taken.indices, taken.dense_shape, assignment.num_replicas,
-                                          divide)
             taken = acc.take_grad(assignment.node.num_tasks, name="take")
             return push, {"dense": divide(taken, assignment.num_replicas, name="mean")}
 
@@ -185,7 +185,7 @@ def synchronize_ps(editor, assignment):
             facts = assignment.analysis.variables[var.op_name]
             if _is_global_sync(var, assignment):
                 push, agg = _accumulate(scratch, var, assignment, facts, divide)
-                pushes.append(push)
+                pushes += [push] if push is not None else []
                 global_sync.append(var.op_name)
             else:
                 agg = _local_mean(scratch, var, assignment, facts, divide)

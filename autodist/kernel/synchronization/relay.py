@@ -11,6 +11,8 @@ sparse variables) relays its all-reduced gradients instead:
     chief:    take(all nodes) / R = mean --> queue of every other node, and its own replicas
     node k:   mean <--dequeue-- its queue --> every replica applies it to its own copy
 
+An IndexedSlices gradient goes to the chief as its entries (``slices.py``), not
+into an accumulator that would merge repeated indices.
 The applied update is the same mean, so the numbers are those of collective
 all-reduce; the traffic goes through the chief. Compression needs collectives
 and is refused here.
@@ -22,7 +24,7 @@ from autodist.capture.queries import tensor_name
 from autodist.kernel.contract import Compressor
 from autodist.kernel.names import host_cpu
 from autodist.kernel.reshaper import Reshaper
-from autodist.kernel.synchronization import wiring
+from autodist.kernel.synchronization import slices, wiring
 
 __all__ = ["relay_all_reduce", "needs_relay"]
 
@@ -93,18 +95,14 @@ def _sparse(scratch, assignment, var, reduced):
             values = tf.concat([scratch.tensor(r.prefix + parts["values"]) for r in assignment.local], 0)
             indices = tf.concat([tf.cast(scratch.tensor(r.prefix + parts["indices"]), tf.int64)
                                  for r in assignment.local], 0)
-        with tf.device(host_cpu(assignment.node.chief_task)):
-            acc = tf.compat.v1.SparseConditionalAccumulator(
-                facts.dtype, shape=facts.shape, reduction_type="SUM",
-                shared_name="{}/relay/{}".format(assignment.node.job_id, name))
-            push = acc.apply_indexed_slices_grad(
-                tf.IndexedSlices(values, indices, tf.constant(facts.shape.as_list(), tf.int64)), local_step=_ANY_STEP)
+        chief_cpu = host_cpu(assignment.node.chief_task)
+        with tf.device(chief_cpu):
+            push, gathered = slices.gather_slices(
+                assignment, chief_cpu, "{}/relay-slices/{}".format(assignment.node.job_id, name), values, indices)
 
         def take():
-            taken = acc.take_indexed_slices_grad(assignment.node.num_tasks)
-            return [tf.truediv(taken.values, tf.cast(assignment.num_replicas, facts.dtype)), taken.indices]
-        with tf.control_dependencies([push]):
-            mean_values, mean_indices = _exchange(assignment, name, push, take, [facts.dtype, tf.int64])
+            return [tf.truediv(gathered[0], tf.cast(assignment.num_replicas, facts.dtype)), gathered[1]]
+        mean_values, mean_indices = _exchange(assignment, name, push, take, [facts.dtype, tf.int64])
         original = assignment.analysis.graph.get_tensor_by_name(parts["indices"]).dtype
         indices_name = tf.cast(mean_indices, original).name
         for replica in assignment.local:

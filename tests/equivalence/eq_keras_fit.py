@@ -1,0 +1,29 @@
+"""One node's part of a Keras ``fit`` equivalence case (run by ``eq_harness``'s node processes).
+
+The node builds ``keras_fit_models``' model of the case's kind in the scope of
+an AutoDist attached to the pool's servers, runs ``keras_fit_models.run`` on
+it (``fit`` on the whole data, which ``fit`` itself shares out among the nodes;
+``evaluate``; ``predict``) and returns the results with its trainable weights.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "runtime"))
+
+import keras  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import eq_harness  # noqa: E402
+from keras_fit_models import build, run  # noqa: E402
+
+
+def run_node(case, address, servers, chief, spec_path, rows):
+    """``{history, evaluate, predict, weights}`` of this node (``rows`` is unused: ``fit`` splits the data)."""
+    keras.backend.clear_session()
+    ad = eq_harness.job_autodist(case, address, servers, chief, spec_path)
+    with tf.Graph().as_default(), ad.scope():
+        model = build(case["model"])
+    result = run(model, case["model"])
+    result["weights"] = ad.session.run([w.value for w in model.weights if w.trainable])
+    ad.session.close()
+    return result
