@@ -62,7 +62,8 @@ def open_node_session(graph_item, strategy, context, resource_spec, failure=None
             raise
         raise SessionError("node {}: the job did not come up within {:.0f} s (every node must create its "
                            "distributed session)".format(context.address, init_timeout)) from e
-    mapper = FetchMapper(graph_item.graph, graph, result.assignment, aliases=_aliases(result))
+    mapper = FetchMapper(graph_item.graph, graph, result.assignment, aliases=_aliases(result),
+                         train_ops=graph_item.train_op_names)
     dist = DistributedSession(session, mapper, graph_item.graph, failure=failure, on_interrupt=on_interrupt,
                               monitor=monitor, tracer=tracer, scalars=scalars)
     dist.transform_result = result

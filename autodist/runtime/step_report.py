@@ -6,9 +6,11 @@
 A node launched by the chief reports on its stdout, framed
 (``autodist.runner.frames``), once a second::
 
-    {"steps": 42, "examples": 1344, "busy": 0.0, "step_s": 0.012}
+    {"steps": 42, "trained": 41, "examples": 1344, "busy": 0.0, "step_s": 0.012}
 
-``steps`` session calls finished, ``examples`` the rows those calls fed
+``steps`` session calls finished, ``trained`` those of them that ran a
+training op (the training steps the progress line counts: a final read of
+the weights is a call, not a step), ``examples`` the rows those calls fed
 (each call's batch: the size of its feeds along the dimension the session
 splits them on; 0 for calls that feed nothing, e.g. an input pipeline),
 ``busy`` seconds the current call has been running (0 when none is),
@@ -38,6 +40,7 @@ class StepMonitor:
 
     def __init__(self, window=20):
         self.steps = 0
+        self.trained = 0
         self.examples = 0
         self._started = None
         self._durations = collections.deque(maxlen=window)
@@ -45,16 +48,18 @@ class StepMonitor:
     def started(self):
         self._started = time.monotonic()
 
-    def finished(self, examples=0):
+    def finished(self, examples=0, trained=True):
+        """A call ended; ``trained``: it ran a training op (it was a training step)."""
         started, self._started = self._started, None
         if started is not None:
             self._durations.append(time.monotonic() - started)
         self.steps += 1
+        self.trained += bool(trained)
         self.examples += examples
 
     def snapshot(self):
         started = self._started
-        return {"steps": self.steps, "examples": self.examples,
+        return {"steps": self.steps, "trained": self.trained, "examples": self.examples,
                 "busy": round(time.monotonic() - started, 3) if started is not None else 0.0,
                 "step_s": round(statistics.median(self._durations), 4) if self._durations else 0.0}
 
