@@ -46,6 +46,8 @@ __all__ = [
     "kill_command",
     "makedirs_command",
     "remove_tree_command",
+    "write_file_command",
+    "extract_tree_command",
     "check_removable",
     "parse_pgid_line",
     "quote_path",
@@ -212,3 +214,15 @@ def check_removable(path):
 
 def remove_tree_command(path):
     return "rm -rf -- " + quote_path(check_removable(path))
+
+
+def write_file_command(path):
+    """Shell text that writes its stdin to file ``path``, making the parent directories first."""
+    quoted = quote_path(path)
+    return 'mkdir -p -- "$(dirname -- {0})" && cat > {0}'.format(quoted)
+
+
+def extract_tree_command(path):
+    """Shell text that unpacks the tar stream on its stdin into directory ``path`` (made if missing)."""
+    quoted = quote_path(path)
+    return "mkdir -p -- {0} && tar -xf - -C {0}".format(quoted)
