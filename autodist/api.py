@@ -50,17 +50,21 @@ class AutoDist:
     calls) is given (see ``docs/running.md``, "The console").
     ``stall_timeout``: a step that makes no progress for that many seconds ends
     the job with a ``StallError`` naming the nodes that held it up (None: never).
+    ``launcher``: how the chief starts the other nodes, ``"ssh"`` or ``"srun"``
+    (Slurm job steps, ``docs/slurm.md``); None: srun inside a Slurm allocation,
+    else ssh. ``resource_spec_file`` may also be a loaded ``ResourceSpec``.
     """
 
     def __init__(self, resource_spec_file, strategy_builder=None, *, job=None, launch_argv=None, trace_dir=None,
                  logdir=None, verbose=False, progress=False, total_steps=None,
-                 stall_timeout=DEFAULT_STALL_TIMEOUT):
+                 stall_timeout=DEFAULT_STALL_TIMEOUT, launcher=None):
         from autodist.spec.resource_spec import ResourceSpec
-        self._resource_spec = ResourceSpec(resource_spec_file)
+        self._resource_spec = (resource_spec_file if isinstance(resource_spec_file, ResourceSpec)
+                               else ResourceSpec(resource_spec_file))
         self._graph_item = None
         self._job = Job(self._resource_spec, strategy_builder, context=job, launch_argv=launch_argv,
                         environ=os.environ, trace_dir=trace_dir, logdir=logdir, verbose=verbose, progress=progress,
-                        total_steps=total_steps, stall_timeout=stall_timeout)
+                        total_steps=total_steps, stall_timeout=stall_timeout, launcher=launcher)
 
     @property
     def resource_spec(self):

@@ -28,7 +28,8 @@
              stopped then, not after the timeout
 
 Processes are started and stopped through a runner (``autodist.runner``):
-loopback nodes without an ssh group locally, the others over SSH. Only the
+loopback nodes without an ssh group locally, the others over SSH; with the
+``srun`` launcher (``runner_factory``) every node but the chief as a Slurm job step. Only the
 processes the job started are ever signalled, by process group. Two jobs on
 one host never share a port, a directory or a process: everything is keyed on
 the job id. The console shows the nodes' own lines (``autodist.runner.console``;
@@ -54,12 +55,13 @@ from autodist.runner.base import run_for_output, write_line
 from autodist.runtime.server import READY, start_in_process
 from autodist.runtime.step_report import waiting_for_chief
 
-__all__ = ["Coordinator", "default_runner", "describe_exit", "WORKDIR_BASE", "STRATEGY_FILE"]
+__all__ = ["Coordinator", "default_runner", "runner_factory", "pick_launcher", "describe_exit", "LAUNCHERS",
+           "WORKDIR_BASE", "STRATEGY_FILE"]
 
 WORKDIR_BASE = "~/.autodist/jobs"
 FINISH_POLL = 0.1
 STRATEGY_FILE = "strategy.pb"
-
+LAUNCHERS = ("ssh", "srun")
 
 
 def default_runner(node, resource_spec, sink=None):
@@ -72,6 +74,23 @@ def default_runner(node, resource_spec, sink=None):
     if ssh is None:
         return LocalRunner(name=node.address, sink=sink)
     return SSHRunner(node.address, ssh, sink=sink)
+
+
+def pick_launcher(launcher, environ):
+    """``launcher`` checked; None: ``"srun"`` inside a Slurm allocation (``SLURM_JOB_NODELIST`` set), else ``"ssh"``."""
+    if launcher is None:
+        return "srun" if environ.get("SLURM_JOB_NODELIST") else "ssh"
+    if launcher not in LAUNCHERS:
+        raise LaunchError("unknown launcher {!r}: use one of {}".format(launcher, ", ".join(LAUNCHERS)))
+    return launcher
+
+
+def runner_factory(launcher):
+    """The runner factory of a launcher: ``"ssh"`` (``default_runner``) or ``"srun"`` (``runner.srun``)."""
+    if pick_launcher(launcher, {}) == "srun":
+        from autodist.runner.srun import srun_runner
+        return srun_runner
+    return default_runner
 
 
 def _host_port(address, port):

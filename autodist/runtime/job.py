@@ -32,7 +32,7 @@ import time
 from autodist.errors import LaunchError, RemoteWorkerError, SessionError
 from autodist.runner.base import wait_until
 from autodist.runtime.context import JobContext
-from autodist.runtime.coordinator import Coordinator
+from autodist.runtime.coordinator import Coordinator, pick_launcher, runner_factory
 from autodist.runtime.node_session import open_node_session
 from autodist.runtime.progress import Progress
 from autodist.runtime.server import start_in_process
@@ -90,13 +90,16 @@ class Job:
     (``autodist.runtime.progress``), with an ETA when ``total_steps``
     (session calls) is given. ``stall_timeout``: seconds a step may make
     no progress before the chief reports the stall and fails the job
-    (``autodist.runtime.stall``; None: never).
+    (``autodist.runtime.stall``; None: never). ``launcher``: how the chief
+    starts the other nodes, ``"ssh"`` or ``"srun"`` (Slurm job steps); None:
+    srun inside a Slurm allocation (``SLURM_JOB_NODELIST`` in ``environ``), else ssh.
     """
 
     def __init__(self, resource_spec, strategy_builder=None, *, context=None, launch_argv=None, environ=None,
                  trace_dir=None, logdir=None, verbose=False, progress=False, total_steps=None,
-                 stall_timeout=DEFAULT_STALL_TIMEOUT):
+                 stall_timeout=DEFAULT_STALL_TIMEOUT, launcher=None):
         self._spec = resource_spec
+        self._launcher = pick_launcher(launcher, environ if environ is not None else {})
         self._trace_dir, self._logdir = trace_dir, logdir   # the views (``_views``); None: off
         self._tracer = self._scalars = None
         self._verbose = verbose
@@ -189,7 +192,8 @@ class Job:
             path = strategy.serialize(os.path.join(staging, "strategy.pb"))
             self._coordinator = coordinator = Coordinator(
                 self._spec, job_id, verbose=self._verbose, monitor=self._monitor, stall_timeout=self._stall_timeout,
-                worker_env=self.worker_env, before_term=self._before_term)
+                worker_env=self.worker_env, before_term=self._before_term,
+                runner_factory=runner_factory(self._launcher))
             atexit.register(self._finish_at_exit)
             context = coordinator.launch(path, argv, os.getcwd(), serve_chief=True)
         finally:
