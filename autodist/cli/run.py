@@ -136,6 +136,10 @@ def resource_spec_of(args, environ):
         data = json.loads(args.spec_json)
     elif environ.get("SLURM_JOB_NODELIST"):
         from autodist.spec.convert import spec_from_slurm
+        if not environ.get("SLURMD_NODENAME"):   # e.g. salloc's shell on a login node
+            raise ResourceSpecError("SLURMD_NODENAME is not set, so this is not a node of the Slurm allocation; run "
+                                    "autodist on one (in the batch script, or in `srun --pty bash`), or give -r "
+                                    "SPEC", path="autodist run")
         data = spec_from_slurm(environ, ssh={"username": getpass.getuser()})
     else:
         raise ResourceSpecError("no resource spec: give one with -r SPEC, or run inside a Slurm allocation "
