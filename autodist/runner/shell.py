@@ -3,7 +3,8 @@
 An SSH server hands the command string of an ``exec`` request to the user's
 login shell, so everything we send is parsed once by that shell.  Every
 argument, environment value and path is quoted here with ``shlex.quote``;
-nothing else in autodist builds shell text.  The only unquoted text is the
+nothing else in autodist builds shell text (the srun runner's file steps,
+``sh -c <text>``, take theirs from here too).  The only unquoted text is the
 user's ``python_venv`` prefix (trusted configuration, e.g.
 ``source /opt/venv/bin/activate``), which runs as written.
 

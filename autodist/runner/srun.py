@@ -42,12 +42,23 @@ from autodist.runner.local import LocalProcessHandle, LocalRunner, start_process
 from autodist.runner.shell import (extract_tree_command, makedirs_command, remove_tree_command,
                                    validate_env, write_file_command)
 
-__all__ = ["SrunRunner", "SrunProcessHandle", "srun_runner", "step_argv", "allocation_hosts", "STEP_OPTIONS"]
+__all__ = ["SrunRunner", "SrunProcessHandle", "srun_runner", "pick_launcher", "step_argv", "allocation_hosts",
+           "STEP_OPTIONS", "LAUNCHERS"]
 
 STEP_OPTIONS = ("--nodes=1", "--ntasks=1", "--overlap", "--kill-on-bad-exit=1", "--unbuffered", "--quiet",
                 "--job-name=autodist")
 FILE_TIMEOUT = 60.0   # s a file operation on a node may take
 KILL_WAIT = 5.0       # s between srun killing the step and srun itself being killed
+LAUNCHERS = ("ssh", "srun")
+
+
+def pick_launcher(launcher, environ):
+    """``launcher`` checked; None: ``"srun"`` inside a Slurm allocation (``SLURM_JOB_NODELIST`` set), else ``"ssh"``."""
+    if launcher is None:
+        return "srun" if environ.get("SLURM_JOB_NODELIST") else "ssh"
+    if launcher not in LAUNCHERS:
+        raise LaunchError("unknown launcher {!r}: use one of {}".format(launcher, ", ".join(LAUNCHERS)))
+    return launcher
 
 
 def allocation_hosts(environ):

@@ -52,16 +52,15 @@ from autodist.runner.console import NodeConsole
 from autodist.runtime.notices import ANNOUNCE
 from autodist.runtime.stall import job_stall
 from autodist.runner.base import run_for_output, write_line
+from autodist.runner.srun import pick_launcher, srun_runner
 from autodist.runtime.server import READY, start_in_process
 from autodist.runtime.step_report import waiting_for_chief
 
-__all__ = ["Coordinator", "default_runner", "runner_factory", "pick_launcher", "describe_exit", "LAUNCHERS",
-           "WORKDIR_BASE", "STRATEGY_FILE"]
+__all__ = ["Coordinator", "default_runner", "runner_factory", "describe_exit", "WORKDIR_BASE", "STRATEGY_FILE"]
 
 WORKDIR_BASE = "~/.autodist/jobs"
 FINISH_POLL = 0.1
 STRATEGY_FILE = "strategy.pb"
-LAUNCHERS = ("ssh", "srun")
 
 
 def default_runner(node, resource_spec, sink=None):
@@ -76,21 +75,10 @@ def default_runner(node, resource_spec, sink=None):
     return SSHRunner(node.address, ssh, sink=sink)
 
 
-def pick_launcher(launcher, environ):
-    """``launcher`` checked; None: ``"srun"`` inside a Slurm allocation (``SLURM_JOB_NODELIST`` set), else ``"ssh"``."""
-    if launcher is None:
-        return "srun" if environ.get("SLURM_JOB_NODELIST") else "ssh"
-    if launcher not in LAUNCHERS:
-        raise LaunchError("unknown launcher {!r}: use one of {}".format(launcher, ", ".join(LAUNCHERS)))
-    return launcher
-
-
 def runner_factory(launcher):
-    """The runner factory of a launcher: ``"ssh"`` (``default_runner``) or ``"srun"`` (``runner.srun``)."""
-    if pick_launcher(launcher, {}) == "srun":
-        from autodist.runner.srun import srun_runner
-        return srun_runner
-    return default_runner
+    """The runner factory of a launcher (``runner.srun.pick_launcher``): ``"ssh"`` (``default_runner``) or
+    ``"srun"`` (``runner.srun.srun_runner``)."""
+    return srun_runner if pick_launcher(launcher, {}) == "srun" else default_runner
 
 
 def _host_port(address, port):

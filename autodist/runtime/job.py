@@ -32,7 +32,8 @@ import time
 from autodist.errors import LaunchError, RemoteWorkerError, SessionError
 from autodist.runner.base import wait_until
 from autodist.runtime.context import JobContext
-from autodist.runtime.coordinator import Coordinator, pick_launcher, runner_factory
+from autodist.runtime.coordinator import Coordinator, runner_factory
+from autodist.runner.srun import pick_launcher
 from autodist.runtime.node_session import open_node_session
 from autodist.runtime.progress import Progress
 from autodist.runtime.server import start_in_process
