@@ -118,7 +118,11 @@ class SrunProcessHandle(LocalProcessHandle):
 
 
 class SrunRunner(Runner):
-    """A host of the current Slurm allocation; processes are job steps started with ``srun``."""
+    """A host of the current Slurm allocation; processes are job steps started with ``srun``.
+
+    ``environ`` is where ``connect`` reads the allocation (default: this
+    process's environment, the one ``srun`` starts with).
+    """
 
     def __init__(self, host, sink=None, srun="srun", environ=None):
         self.name = host

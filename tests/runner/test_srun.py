@@ -118,3 +118,12 @@ def test_the_chief_runs_locally_and_the_other_nodes_through_srun():
 def _wait_line(handle, line, timeout=30.0):
     from autodist.runner.base import wait_until
     return wait_until(lambda: line in handle.tail(5).splitlines(), timeout)
+
+
+def test_preflight_names_every_host_srun_cannot_reach(allocation, monkeypatch):
+    from autodist.errors import PreflightError
+    from autodist.runner.preflight import preflight
+    with pytest.raises(PreflightError) as info:
+        preflight([SrunRunner("127.0.0.3"), SrunRunner("127.0.0.4")], {"autodist": "x"}, timeout=30)
+    assert "127.0.0.3 is not in this Slurm allocation" in str(info.value)
+    assert "127.0.0.4 is not in this Slurm allocation" in str(info.value)
