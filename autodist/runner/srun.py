@@ -25,6 +25,12 @@ after the grace period, two SIGINTs within a second make srun kill the step
 (SIGKILL on the node), and srun itself is killed last. Exit codes follow the
 shell convention (srun reports ``128 + N`` for a task ended by signal N).
 
+A step must not outlive the chief, even one killed outright, yet nothing on
+the node notices that the chief is gone (the task's parent is slurmstepd). So
+``srun`` runs under a small guard process, the leader of its process group,
+that waits for it and, should the chief die, stops it as ``terminate`` does.
+The guard ignores the signals ``terminate`` sends to the group; srun gets them.
+
 ``connect`` (run by preflight) checks that ``srun`` is on PATH and that the
 host is in the allocation (``SLURM_JOB_NODELIST``), each failure a
 ``LaunchError`` naming the variable or host and the fix.
@@ -33,6 +39,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tarfile
 import threading
 
@@ -49,7 +56,29 @@ STEP_OPTIONS = ("--nodes=1", "--ntasks=1", "--overlap", "--kill-on-bad-exit=1", 
                 "--job-name=autodist")
 FILE_TIMEOUT = 60.0   # s a file operation on a node may take
 KILL_WAIT = 5.0       # s between srun killing the step and srun itself being killed
+GUARD_GRACE = 5.0     # s the guard gives the task between SIGTERM and the step's kill once the chief is gone
 LAUNCHERS = ("ssh", "srun")
+
+# argv[1]: the grace in seconds; argv[2:]: the srun command. Exit status: srun's (128 + N after signal N).
+_GUARD = """import os, signal, subprocess, sys, time
+chief, grace = os.getppid(), float(sys.argv[1])
+for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    signal.signal(sig, lambda *_: None)
+srun = subprocess.Popen(sys.argv[2:])
+def stop():
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGINT, 0.0), (signal.SIGINT, 5.0), (signal.SIGKILL, 0.0)):
+        if srun.poll() is None:
+            srun.send_signal(sig)
+        end = time.monotonic() + wait
+        while srun.poll() is None and time.monotonic() < end:
+            time.sleep(0.1)
+while srun.poll() is None:
+    time.sleep(0.5)
+    if os.getppid() != chief:
+        stop()
+code = srun.wait()
+sys.exit(128 - code if code < 0 else code)
+"""
 
 
 def pick_launcher(launcher, environ):
@@ -75,9 +104,11 @@ def allocation_hosts(environ):
         raise LaunchError(str(e)) from e
 
 
-def step_argv(host, argv, env=None, cwd=None, srun="srun"):
-    """The ``srun`` command line running ``argv`` as a one-task step on ``host`` (see the module docstring)."""
-    words = [srun] + list(STEP_OPTIONS) + ["--nodelist=" + host]
+def step_argv(host, argv, env=None, cwd=None, srun="srun", guard=True):
+    """The command line running ``argv`` as a one-task step on ``host`` (see the module docstring): ``srun ...``,
+    under the guard (``python -c <guard> <grace> srun ...``) unless ``guard`` is False."""
+    words = [sys.executable, "-c", _GUARD, repr(GUARD_GRACE)] if guard else []
+    words += [srun] + list(STEP_OPTIONS) + ["--nodelist=" + host]
     if cwd is not None:
         words.append("--chdir=" + os.path.expanduser(cwd))
     env = validate_env(env)
@@ -87,7 +118,10 @@ def step_argv(host, argv, env=None, cwd=None, srun="srun"):
 
 
 class SrunProcessHandle(LocalProcessHandle):
-    """The local ``srun`` process of one step; stopping it stops the step (see the module docstring)."""
+    """The guarded local ``srun`` process of one step; stopping it stops the step (see the module docstring).
+
+    Signals go to the process group: the guard ignores them, srun acts on them.
+    """
 
     @property
     def stdin(self):
@@ -97,8 +131,8 @@ class SrunProcessHandle(LocalProcessHandle):
     def _signal_srun(self, sig):
         if self._popen.poll() is None:
             try:
-                os.kill(self._popen.pid, sig)
-            except ProcessLookupError:
+                os.killpg(self.pgid, sig)
+            except (ProcessLookupError, PermissionError):
                 pass
 
     def _srun_gone(self):

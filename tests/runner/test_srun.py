@@ -28,10 +28,12 @@ def out():
 
 
 def test_a_step_is_one_task_on_the_named_host_in_an_overlapping_step():
-    argv = step_argv("gpu07", ["python", "train.py", "a b"], env={"K": "v w"}, cwd="/work/p")
+    argv = step_argv("gpu07", ["python", "train.py", "a b"], env={"K": "v w"}, cwd="/work/p", guard=False)
     assert argv == ["srun"] + list(STEP_OPTIONS) + ["--nodelist=gpu07", "--chdir=/work/p", "env", "--",
                                                     "K=v w", "python", "train.py", "a b"]
     assert {"--nodes=1", "--ntasks=1", "--overlap", "--kill-on-bad-exit=1"} <= set(STEP_OPTIONS)
+    guarded = step_argv("gpu07", ["true"])
+    assert guarded[:2] == [sys.executable, "-c"] and guarded[4:] == step_argv("gpu07", ["true"], guard=False)
 
 
 def test_output_env_cwd_and_exit_code_come_back_through_srun(allocation, out, tmp_path):
@@ -127,3 +129,31 @@ def test_preflight_names_every_host_srun_cannot_reach(allocation, monkeypatch):
         preflight([SrunRunner("127.0.0.3"), SrunRunner("127.0.0.4")], {"autodist": "x"}, timeout=30)
     assert "127.0.0.3 is not in this Slurm allocation" in str(info.value)
     assert "127.0.0.4 is not in this Slurm allocation" in str(info.value)
+
+
+def test_a_step_ends_when_the_chief_is_killed_outright(allocation, tmp_path):
+    """The guard around srun notices the chief is gone and stops the step, as terminate would."""
+    import signal
+    import subprocess
+    from autodist.runner.base import wait_until
+    pid_file = tmp_path / "task.pid"
+    chief = subprocess.Popen([PY, "-c", "import sys, time; from autodist.runner.srun import SrunRunner; "
+                                        "SrunRunner('127.0.0.2').run(sys.argv[1:]); time.sleep(60)",
+                              PY, "-c", "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); "
+                                        "time.sleep(60)", str(pid_file)])
+    try:
+        assert wait_until(lambda: pid_file.exists() and pid_file.read_text(), 30)
+        task = int(pid_file.read_text())
+        chief.kill()
+        chief.wait(10)
+        assert wait_until(lambda: not _alive(task), 15), "the task outlived the chief"
+    finally:
+        chief.kill()
+
+
+def _alive(pid):
+    try:
+        with open("/proc/{}/stat".format(pid)) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
