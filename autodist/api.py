@@ -72,21 +72,26 @@ class AutoDist:
     the job with a ``StallError`` naming the nodes that held it up (None: never).
     ``max_restarts`` (with ``restart_backoff`` s between attempts), ``min_nodes``,
     ``checkpoint_dir`` and ``save_every``: see the module docstring.
+    ``launcher``: how the chief starts the other nodes, ``"ssh"`` or ``"srun"``
+    (Slurm job steps, ``docs/slurm.md``); None: srun inside a Slurm allocation,
+    else ssh. ``resource_spec_file`` may also be a loaded ``ResourceSpec``.
     """
 
     def __init__(self, resource_spec_file, strategy_builder=None, *, job=None, launch_argv=None, trace_dir=None,
                  logdir=None, verbose=False, progress=False, total_steps=None,
                  stall_timeout=DEFAULT_STALL_TIMEOUT, max_restarts=0, restart_backoff=2.0, min_nodes=None,
-                 checkpoint_dir=None, save_every=None):
+                 checkpoint_dir=None, save_every=None, launcher=None):
         from autodist.spec.resource_spec import ResourceSpec
-        self._resource_spec = ResourceSpec(resource_spec_file)
+        self._resource_spec = (resource_spec_file if isinstance(resource_spec_file, ResourceSpec)
+                               else ResourceSpec(resource_spec_file))
         self._graph_item = None
         if max_restarts and job is None and _new_chief(os.environ):
             sys.exit(supervise_script(launch_argv if launch_argv is not None else script_argv(), max_restarts,
                                       restart_backoff))   # this process supervised the attempts: it ends here
         self._job = Job(self._resource_spec, strategy_builder, context=job, launch_argv=launch_argv,
                         environ=os.environ, trace_dir=trace_dir, logdir=logdir, verbose=verbose, progress=progress,
-                        total_steps=total_steps, stall_timeout=stall_timeout, min_nodes=min_nodes)
+                        total_steps=total_steps, stall_timeout=stall_timeout, min_nodes=min_nodes,
+                        launcher=launcher)
         self._resource_spec = self._job.resource_spec
         if checkpoint_dir is not None:
             from autodist.checkpoint.resume import SessionCheckpoints

@@ -34,7 +34,7 @@ def test_linear_regression_learns_the_weights_and_writes_its_loss_curve(tmp_path
     # the console: no TensorFlow start-up lines, no handshake; a progress summary (plain: not a terminal)
     noise = [line for line in output.splitlines() if is_chatter(re.sub(r"^\[[^\]]+\] ", "", line)) or READY in line]
     assert noise == [], output[-4000:]
-    assert re.search(r"^\[autodist\] progress: step 61/60, [\d.]+ steps/s, \d+ examples/s$", output, re.M), output
+    assert re.search(r"^\[autodist\] progress: step 60/60, [\d.]+ steps/s, \d+ examples/s$", output, re.M), output
     assert len(_values(r"\[node 0\] max weight error ([\d.]+)", output)) == 1
     assert _values(r"\[node 1\] max weight error ([\d.]+)", output) == _values(r"\[node 0\] max weight error ([\d.]+)",
                                                                            output)

@@ -1,6 +1,6 @@
 """``autodist run``: train an unmodified tf.compat.v1 script on every node of a resource spec.
 
-    autodist run -r SPEC [-s BUILDER] [--arg key=value ...] [--trace-dir DIR] [--logdir DIR]
+    autodist run [-r SPEC] [--launcher {ssh,srun}] [-s BUILDER] [--arg key=value ...] [--trace-dir DIR] [--logdir DIR]
                  [--verbose] [--steps N] [--no-progress] [--stall-timeout S]
                  [--max-restarts N [--restart-backoff S] [--min-nodes K]] SCRIPT [script args ...]
 
@@ -17,6 +17,12 @@ leaves out the nodes that fail preflight while K remain (``autodist.runtime.shri
 ``--trace-dir`` and ``--logdir`` are AutoDist's ``trace_dir`` and ``logdir``
 (the timeline and TensorBoard scalars, ``docs/observability.md``).
 
+Inside a Slurm allocation (``SLURM_JOB_NODELIST`` set) the other nodes are
+started with ``srun`` (``--launcher srun``, the default there; ``docs/slurm.md``)
+and ``-r`` may be left out: the spec is then the allocation's
+(``autodist.spec.convert.spec_from_slurm``, this node the chief), and it
+reaches the other nodes on their command line (``--spec-json``).
+
 The console shows what the script prints on every node (the other nodes'
 lines prefixed ``[address]``) and a progress line on the chief (``--steps``:
 the script's step count, for an ETA); TensorFlow's start-up chatter and
@@ -24,16 +30,18 @@ autodist's internal lines only with ``--verbose``. Every launched process's
 full output stays in ``~/.autodist/logs/job-<id>/`` (``autodist.runtime.job_logs``).
 """
 import argparse
+import getpass
+import json
 import os
 import sys
 
 from autodist.cli.common import count
 from autodist.cli.plan import builder_from_args, require_file
-from autodist.errors import RemoteWorkerError
+from autodist.errors import RemoteWorkerError, ResourceSpecError
 from autodist.runtime.restart import NODE_FAILED, supervise
 from autodist.runtime.stall import DEFAULT_STALL_TIMEOUT
 
-__all__ = ["register", "worker_argv"]
+__all__ = ["register", "worker_argv", "resource_spec_of"]
 
 EXIT_REMOTE_FAILURE = 1
 EXIT_INTERRUPTED = 130
@@ -45,7 +53,13 @@ def register(subparsers):
         description="Run a tf.compat.v1 training script (graph built in the default graph, trained with "
                     "tf.compat.v1.Session or MonitoredTrainingSession) data-parallel across the resource "
                     "spec's nodes, without changing it. See docs/running.md.")
-    parser.add_argument("-r", "--resource-spec", metavar="SPEC", required=True, help="resource spec (YAML)")
+    parser.add_argument("-r", "--resource-spec", metavar="SPEC",
+                        help="resource spec (YAML); inside a Slurm allocation the default is the allocation's "
+                             "(see `autodist spec from-slurm`)")
+    parser.add_argument("--spec-json", help=argparse.SUPPRESS)   # the chief's derived spec, for the other nodes
+    parser.add_argument("--launcher", choices=("ssh", "srun"),
+                        help="how the other nodes are started: ssh, or srun (job steps of the current Slurm "
+                             "allocation); default: srun when SLURM_JOB_NODELIST is set, else ssh")
     parser.add_argument("-s", "--strategy", metavar="BUILDER",
                         help="strategy builder (default: PSLoadBalancing); see `autodist plan --help`")
     parser.add_argument("--arg", dest="builder_args", action="append", default=[], metavar="KEY=VALUE",
@@ -89,8 +103,12 @@ def _seconds(text):
 
 
 def worker_argv(spec, strategy, builder_args, script, script_args, trace_dir=None, logdir=None, verbose=False):
-    """What the other nodes run after ``python``: this command, with absolute paths."""
-    argv = ["-m", "autodist", "run", "-r", spec] + (["--verbose"] if verbose else [])
+    """What the other nodes run after ``python``: this command, with absolute paths.
+
+    ``spec``: the spec file's path, or the spec's data (derived from a Slurm allocation), sent as JSON.
+    """
+    spec_args = ["-r", spec] if isinstance(spec, str) else ["--spec-json", json.dumps(spec, separators=(",", ":"))]
+    argv = ["-m", "autodist", "run"] + spec_args + (["--verbose"] if verbose else [])
     if strategy:
         argv += ["-s", strategy]
     for item in builder_args:
@@ -108,26 +126,51 @@ def _attempt_argv(args, spec, script, trace_dir, logdir):
     at = argv.index(script)
     console = (["--steps", str(args.steps)] if args.steps else []) + ([] if args.progress else ["--no-progress"])
     console += ["--min-nodes", str(args.min_nodes)] if args.min_nodes else []
+    console += ["--launcher", args.launcher] if args.launcher else []
     return [sys.executable] + argv[:at] + console + ["--stall-timeout", repr(args.stall_timeout),
                                                      "--node-failure-status", str(NODE_FAILED)] + argv[at:]
 
 
+def resource_spec_of(args, environ):
+    """``(spec for AutoDist, spec for the other nodes' command line)``: ``-r``'s file, the chief's JSON, or the
+    current Slurm allocation's spec."""
+    from autodist.spec.resource_spec import ResourceSpec
+    if args.resource_spec:
+        path = os.path.abspath(args.resource_spec)
+        return path, path
+    if args.spec_json:
+        data = json.loads(args.spec_json)
+    elif environ.get("SLURM_JOB_NODELIST"):
+        from autodist.spec.convert import spec_from_slurm
+        if not environ.get("SLURMD_NODENAME"):   # e.g. salloc's shell on a login node
+            raise ResourceSpecError("SLURMD_NODENAME is not set, so this is not a node of the Slurm allocation; run "
+                                    "autodist on one (in the batch script, or in `srun --pty bash`), or give -r "
+                                    "SPEC", path="autodist run")
+        data = spec_from_slurm(environ, ssh={"username": getpass.getuser()})
+    else:
+        raise ResourceSpecError("no resource spec: give one with -r SPEC, or run inside a Slurm allocation "
+                                "(SLURM_JOB_NODELIST set) to use the allocation's nodes", path="autodist run")
+    return ResourceSpec.from_dict(data, path="<Slurm allocation>"), data
+
+
 def _run(args):
     from autodist.runner.console import quiet_tensorflow_start
-    spec, script = os.path.abspath(args.resource_spec), os.path.abspath(args.script)
+    spec, worker_spec = resource_spec_of(args, os.environ)
+    script = os.path.abspath(args.script)
     require_file(args.script)
     builder = builder_from_args(args)
     trace_dir, logdir = (os.path.abspath(d) if d else None for d in (args.trace_dir, args.logdir))
     if args.max_restarts:   # this process supervises; each attempt is a chief of its own (runtime.restart)
-        return supervise(_attempt_argv(args, spec, script, trace_dir, logdir), args.max_restarts,
+        return supervise(_attempt_argv(args, worker_spec, script, trace_dir, logdir), args.max_restarts,
                          args.restart_backoff)
     quiet_tensorflow_start(verbose=args.verbose)   # before anything imports TensorFlow
     from autodist.api import AutoDist
     from autodist.runtime.autorun import run_script
-    ad = AutoDist(spec, builder, launch_argv=worker_argv(spec, args.strategy, args.builder_args, script,
+    ad = AutoDist(spec, builder, launch_argv=worker_argv(worker_spec, args.strategy, args.builder_args, script,
                                                          args.script_args, trace_dir, logdir, args.verbose),
                   trace_dir=trace_dir, logdir=logdir, verbose=args.verbose, progress=args.progress,
-                  total_steps=args.steps, stall_timeout=args.stall_timeout, min_nodes=args.min_nodes)
+                  total_steps=args.steps, stall_timeout=args.stall_timeout, min_nodes=args.min_nodes,
+                  launcher=args.launcher)
     try:
         try:
             status = run_script(ad, script, args.script_args)

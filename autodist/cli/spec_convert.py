@@ -52,8 +52,9 @@ def register(subparsers):
     from_tf.set_defaults(handler=_from_tf_config)
     from_slurm = actions.add_parser(
         "from-slurm", help="write a resource spec for the current Slurm allocation",
-        description="Write a resource spec from SLURM_JOB_NODELIST (first host: the chief) and the GPU "
-                    "variables SLURM_GPUS_ON_NODE, SLURM_GPUS_PER_NODE or CUDA_VISIBLE_DEVICES.")
+        description="Write a resource spec from SLURM_JOB_NODELIST (the chief: this node, SLURMD_NODENAME, "
+                    "else the first host), SLURM_JOB_CPUS_PER_NODE (each node's threads) and the GPU variables "
+                    "SLURM_GPUS_ON_NODE, SLURM_JOB_GPUS, SLURM_GPUS_PER_NODE or CUDA_VISIBLE_DEVICES.")
     _common_options(from_slurm, None)
     from_slurm.set_defaults(handler=_from_slurm)
 

@@ -1,4 +1,4 @@
-"""The launch layer: run argv lists on the job's nodes, locally or over SSH.
+"""The launch layer: run argv lists on the job's nodes, locally, over SSH or with Slurm's srun.
 
     runner = SSHRunner(address, spec.ssh_config_map[address])   # or LocalRunner()
     preflight([runner], local_versions())                       # all hosts, in parallel
@@ -6,7 +6,7 @@
     ...handle.poll() / handle.wait(5) / handle.terminate() / handle.failure()
 
 Modules: ``shell`` (the only place that builds remote shell text), ``base``
-(``Runner``, ``ProcessHandle``), ``local``, ``ssh`` (+ ``hostkeys``),
+(``Runner``, ``ProcessHandle``), ``local``, ``ssh`` (+ ``hostkeys``), ``srun``,
 ``preflight``, ``allocation`` (job ids, working directories, ports),
 ``frames`` (the reports a node sends inside its output) and ``console``
 (what of a node's output the chief's console shows).  Names are loaded on first use, so
@@ -16,7 +16,7 @@ import importlib
 
 __all__ = [
     "Runner", "ProcessHandle", "CONNECTION_LOST", "run_for_output",
-    "LocalRunner", "SSHRunner",
+    "LocalRunner", "SSHRunner", "SrunRunner",
     "UnknownHostKeyError", "HostKeyChangedError",
     "preflight", "local_versions",
     "new_job_id", "job_workdir", "free_port", "free_ports",
@@ -24,7 +24,7 @@ __all__ = [
 
 _LAZY = {
     "Runner": "base", "ProcessHandle": "base", "CONNECTION_LOST": "base", "run_for_output": "base",
-    "LocalRunner": "local", "SSHRunner": "ssh",
+    "LocalRunner": "local", "SSHRunner": "ssh", "SrunRunner": "srun",
     "UnknownHostKeyError": "hostkeys", "HostKeyChangedError": "hostkeys",
     "preflight": "preflight", "local_versions": "preflight",
     "new_job_id": "allocation", "job_workdir": "allocation", "free_port": "allocation", "free_ports": "allocation",

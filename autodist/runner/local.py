@@ -16,7 +16,7 @@ from autodist.errors import LaunchError
 from autodist.runner.base import OutputPump, ProcessHandle, Runner, wait_until
 from autodist.runner.shell import check_removable, validate_argv, validate_env
 
-__all__ = ["LocalRunner", "LocalProcessHandle", "live_group_members"]
+__all__ = ["LocalRunner", "LocalProcessHandle", "live_group_members", "start_process"]
 
 
 def _shell_code(code):
@@ -117,6 +117,27 @@ class LocalProcessHandle(ProcessHandle):
         return self.wait(timeout=5.0)
 
 
+def start_process(name, argv, env=None, cwd=None, log_path=None, sink=None, handle_class=LocalProcessHandle,
+                  stdin=subprocess.DEVNULL):
+    """Start ``argv`` here in a new session, ``env`` laid over ours; a ``handle_class`` for it.
+
+    ``stdin``: what ``subprocess.Popen`` takes (PIPE to write to the process).
+    A program that cannot be started raises ``LaunchError``.
+    """
+    argv = validate_argv(argv)
+    full_env = dict(os.environ)
+    full_env.update(validate_env(env))
+    workdir = os.path.expanduser(cwd) if cwd is not None else None
+    pump = OutputPump(name, sink, log_path)
+    try:
+        popen = subprocess.Popen(argv, env=full_env, cwd=workdir, stdin=stdin, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, start_new_session=True)
+    except OSError as e:
+        pump.close()
+        raise LaunchError("{}: cannot start {!r} (cwd {!r}): {}".format(name, argv[0], workdir, e)) from e
+    return handle_class(name, argv, popen, pump)
+
+
 class LocalRunner(Runner):
     """Runs argv lists directly (no shell) on this machine.
 
@@ -129,20 +150,7 @@ class LocalRunner(Runner):
         self._sink = sink
 
     def run(self, argv, env=None, cwd=None, log_path=None, sink=None):
-        argv = validate_argv(argv)
-        full_env = dict(os.environ)
-        full_env.update(validate_env(env))
-        workdir = os.path.expanduser(cwd) if cwd is not None else None
-        pump = OutputPump(self.name, sink if sink is not None else self._sink, log_path)
-        try:
-            popen = subprocess.Popen(argv, env=full_env, cwd=workdir, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-        except OSError as e:
-            pump.close()
-            raise LaunchError("{}: cannot start {!r} (cwd {!r}): {}".format(
-                self.name, argv[0], workdir, e)) from e
-        return LocalProcessHandle(self.name, argv, popen, pump)
+        return start_process(self.name, argv, env, cwd, log_path, sink if sink is not None else self._sink)
 
     def copy(self, local_src, remote_dst):
         dst = os.path.expanduser(remote_dst)

@@ -1,10 +1,11 @@
 """Checks every node before anything of a job starts.
 
-For each runner, in parallel: connect (reachable, host key trusted,
-authenticated), then run python inside the node's ``python_venv`` to import
-autodist and TensorFlow and print their versions, which must equal ours.  All
-failures are collected and raised together as ``PreflightError`` so the user
-fixes every host in one go; a host that has not answered when the overall
+For each runner, in parallel: connect (SSH: reachable, host key trusted,
+authenticated; srun: ``srun`` on PATH, the host in the allocation), then
+run python inside the node's ``python_venv`` to import autodist and
+TensorFlow and print their versions, which must equal ours.  All failures
+are collected and raised together as ``PreflightError`` so the user fixes
+every host in one go; a host that has not answered when the overall
 timeout ends is reported with the step it was stuck in.
 """
 import json

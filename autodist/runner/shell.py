@@ -3,7 +3,8 @@
 An SSH server hands the command string of an ``exec`` request to the user's
 login shell, so everything we send is parsed once by that shell.  Every
 argument, environment value and path is quoted here with ``shlex.quote``;
-nothing else in autodist builds shell text.  The only unquoted text is the
+nothing else in autodist builds shell text (the srun runner's file steps,
+``sh -c <text>``, take theirs from here too).  The only unquoted text is the
 user's ``python_venv`` prefix (trusted configuration, e.g.
 ``source /opt/venv/bin/activate``), which runs as written.
 
@@ -48,6 +49,8 @@ __all__ = [
     "kill_command",
     "makedirs_command",
     "remove_tree_command",
+    "write_file_command",
+    "extract_tree_command",
     "check_removable",
     "parse_pgid_line",
     "quote_path",
@@ -217,3 +220,15 @@ def check_removable(path):
 
 def remove_tree_command(path):
     return "rm -rf -- " + quote_path(check_removable(path))
+
+
+def write_file_command(path):
+    """Shell text that writes its stdin to file ``path``, making the parent directories first."""
+    quoted = quote_path(path)
+    return 'mkdir -p -- "$(dirname -- {0})" && cat > {0}'.format(quoted)
+
+
+def extract_tree_command(path):
+    """Shell text that unpacks the tar stream on its stdin into directory ``path`` (made if missing)."""
+    quoted = quote_path(path)
+    return "mkdir -p -- {0} && tar -xf - -C {0}".format(quoted)

@@ -28,7 +28,8 @@
              stopped then, not after the timeout
 
 Processes are started and stopped through a runner (``autodist.runner``):
-loopback nodes without an ssh group locally, the others over SSH. Only the
+loopback nodes without an ssh group locally, the others over SSH; with the
+``srun`` launcher (``runner_factory``) every node but the chief as a Slurm job step. Only the
 processes the job started are ever signalled, by process group. Two jobs on
 one host never share a port, a directory or a process: everything is keyed on
 the job id. The console shows the nodes' own lines (``autodist.runner.console``;
@@ -51,15 +52,15 @@ from autodist.runner.console import NodeConsole
 from autodist.runtime.notices import ANNOUNCE
 from autodist.runtime.stall import job_stall
 from autodist.runner.base import run_for_output, write_line
+from autodist.runner.srun import pick_launcher, srun_runner
 from autodist.runtime.server import READY, start_in_process
 from autodist.runtime.step_report import waiting_for_chief
 
-__all__ = ["Coordinator", "default_runner", "describe_exit", "WORKDIR_BASE", "STRATEGY_FILE"]
+__all__ = ["Coordinator", "default_runner", "runner_factory", "describe_exit", "WORKDIR_BASE", "STRATEGY_FILE"]
 
 WORKDIR_BASE = "~/.autodist/jobs"
 FINISH_POLL = 0.1
 STRATEGY_FILE = "strategy.pb"
-
 
 
 def default_runner(node, resource_spec, sink=None):
@@ -72,6 +73,12 @@ def default_runner(node, resource_spec, sink=None):
     if ssh is None:
         return LocalRunner(name=node.address, sink=sink)
     return SSHRunner(node.address, ssh, sink=sink)
+
+
+def runner_factory(launcher):
+    """The runner factory of a launcher (``runner.srun.pick_launcher``): ``"ssh"`` (``default_runner``) or
+    ``"srun"`` (``runner.srun.srun_runner``)."""
+    return srun_runner if pick_launcher(launcher, {}) == "srun" else default_runner
 
 
 def _host_port(address, port):

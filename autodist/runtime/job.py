@@ -39,7 +39,8 @@ import time
 from autodist.errors import LaunchError, RemoteWorkerError, SessionError
 from autodist.runner.base import wait_until
 from autodist.runtime.context import JobContext
-from autodist.runtime.coordinator import Coordinator
+from autodist.runtime.coordinator import Coordinator, runner_factory
+from autodist.runner.srun import pick_launcher
 from autodist.runtime.node_session import open_node_session
 from autodist.runtime.notices import notice
 from autodist.runtime.progress import Progress
@@ -104,12 +105,16 @@ class Job:
     call ``stall.MEMBER_GRACE`` s later by itself (the chief is stopped or frozen).
     ``min_nodes``: a relaunch leaves out the nodes that fail preflight while at
     least that many remain (``autodist.runtime.shrink``).
+    ``launcher``: how the chief starts the other nodes, ``"ssh"`` or ``"srun"``
+    (Slurm job steps); None: srun inside a Slurm allocation (``SLURM_JOB_NODELIST``
+    in ``environ``), else ssh.
     """
 
     def __init__(self, resource_spec, strategy_builder=None, *, context=None, launch_argv=None, environ=None,
                  trace_dir=None, logdir=None, verbose=False, progress=False, total_steps=None,
-                 stall_timeout=DEFAULT_STALL_TIMEOUT, min_nodes=None):
+                 stall_timeout=DEFAULT_STALL_TIMEOUT, min_nodes=None, launcher=None):
         self._spec = self._full_spec = resource_spec
+        self._launcher = pick_launcher(launcher, environ if environ is not None else {})
         self._trace_dir, self._logdir = trace_dir, logdir   # the views (``_views``); None: off
         self._tracer = self._scalars = None
         self._verbose = verbose
@@ -221,7 +226,8 @@ class Job:
             path = strategy.serialize(os.path.join(staging, "strategy.pb"))
             self._coordinator = coordinator = Coordinator(
                 self._spec, job_id, verbose=self._verbose, monitor=self._monitor, stall_timeout=self._stall_timeout,
-                worker_env=self.worker_env, before_term=self._before_term)
+                worker_env=self.worker_env, before_term=self._before_term,
+                runner_factory=runner_factory(self._launcher))
             atexit.register(self._finish_at_exit)
             context = coordinator.launch(path, argv, os.getcwd(), serve_chief=True)
         finally:

@@ -56,7 +56,8 @@ def open_node_session(graph_item, strategy, context, resource_spec, failure=None
     config = node_config(cpus, context.chief_task, threads or None)
     session = tf.compat.v1.Session(context.target, graph=graph, config=config)
     run_init(session, INIT_OPS, context, failure, init_timeout)
-    mapper = FetchMapper(graph_item.graph, graph, result.assignment, aliases=_aliases(result))
+    mapper = FetchMapper(graph_item.graph, graph, result.assignment, aliases=_aliases(result),
+                         train_ops=graph_item.train_op_names)
     dist = DistributedSession(session, mapper, graph_item.graph, failure=failure, on_interrupt=on_interrupt,
                               monitor=monitor, tracer=tracer, scalars=scalars)
     dist.transform_result = result

@@ -16,7 +16,8 @@ elsewhere (a pipe, a file, CI) it is a plain line every ``every`` seconds::
 
     [autodist] progress: step 212/400, 41.7 steps/s, 2669 examples/s, ETA 5 s
 
-``step`` is the chief's count of session calls, ``steps/s`` the chief's rate
+``step`` is the chief's count of training steps (session calls that ran a
+training op; ``step_report``), ``steps/s`` the chief's rate
 (the nodes step together), ``examples/s`` the rows fed per second on every
 node, summed (shown once a node has fed any), all over the last ``WINDOW``
 seconds. The ETA needs ``total_steps``. When the progress stops, a last line
@@ -54,7 +55,8 @@ class Rates:
     def update(self, samples, overall=False):
         step, steps_rate, examples_rate, fed = 0, 0.0, 0.0, False
         for node, (received, report) in samples.items():
-            point = (received, int(report.get("steps") or 0), int(report.get("examples") or 0))
+            steps = report.get("trained", report.get("steps"))   # training steps; reads of the weights are not
+            point = (received, int(steps or 0), int(report.get("examples") or 0))
             history = self._history[node]
             if not history or point[0] > history[-1][0]:
                 history.append(point)

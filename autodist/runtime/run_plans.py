@@ -105,6 +105,7 @@ class RunPlan:
         graph = session.graph
         self.unflatten = unflatten
         self.names = tuple(names)
+        self.trains = True   # whether the call runs a training op; RunPlans sets it
         self._inputs = [_Input(graph, copies, axis) for copies, axis in feeds]
         tensors = list(dict.fromkeys(n for n in names if ":" in n))
         targets = list(dict.fromkeys(n for n in names if ":" not in n))
@@ -166,11 +167,14 @@ class RunPlans:
 
     def _make(self, fetches, feed_dict, flatten):
         """The plan, or False when this signature is run the ordinary way for good."""
-        names, unflatten = map_fetches(self._mapper, *flatten(fetches))
+        leaves, pack = flatten(fetches)
+        names, unflatten = map_fetches(self._mapper, leaves, pack)
         feeds = [self._mapper.feed_copies(k) for k in (feed_dict or {})]
         if not RunPlan.feeds_supported(self._session, feeds):
             return False
         try:
-            return RunPlan(self._session, names, unflatten, feeds)
+            plan = RunPlan(self._session, names, unflatten, feeds)
         except tf.errors.OpError:
             return False
+        plan.trains = self._mapper.trains(leaves)   # a training step, for the progress line
+        return plan

@@ -31,6 +31,7 @@ from tensorflow.python.client import session as tf_session
 
 from autodist.errors import GraphChangedError, SessionError
 from autodist.capture.queries import tf_variable
+from autodist.kernel.analysis import ancestors
 from autodist.runtime.composites import component_feeds, components, composite_value
 from autodist.runtime.input_epochs import explained_end_of_input
 from autodist.runner.base import run_bounded, wait_until
@@ -158,11 +159,26 @@ def _split_axis(shape):
 class FetchMapper:
     """Maps elements of the user's graph to names in this node's distributed graph."""
 
-    def __init__(self, original_graph, dist_graph, assignment, aliases=None):
+    def __init__(self, original_graph, dist_graph, assignment, aliases=None, train_ops=()):
         self.original = original_graph
         self.assignment = assignment
         self.aliases = dict(aliases or {})  # original tensor name -> tensor standing for it
         self._dist_ops = {op.name for op in dist_graph.get_operations()}
+        self._train_ops = frozenset(train_ops)   # names of the ops apply_gradients returned
+        self._trains = {}   # fetched op names -> whether they run a training op
+
+    def trains(self, leaves):
+        """Whether fetching ``leaves`` runs a training op, i.e. the call is a training step.
+
+        The ops the fetches need are searched once per set of fetched ops.
+        Without known training ops every call counts.
+        """
+        if not self._train_ops:
+            return True
+        roots = frozenset(e if isinstance(e, tf.Operation) else e.op for e in map(self.element, leaves))
+        if roots not in self._trains:
+            self._trains[roots] = any(op.name in self._train_ops for op in ancestors(roots))
+        return self._trains[roots]
 
     def element(self, fetch):
         if not isinstance(fetch, (str, tf.Tensor, tf.Operation)):
@@ -300,15 +316,16 @@ class DistributedSession(tf_session.SessionInterface):
             key, held, plan = self._plans.lookup(fetches, feed_dict, flatten_fetches)
             step = plan.bind(feed_dict.values() if feed_dict else ()) if plan is not None else None
             if step is not None:
-                return plan.unflatten(self._run_call(step, self._examples(feed_dict), plan.names))
+                return plan.unflatten(self._run_call(step, self._examples(feed_dict), plan.names, plan.trains))
         leaves, pack = flatten_fetches(fetches)
         self._check_graph(leaves + list(feed_dict or {}))
         names, unflatten = map_fetches(self._mapper, leaves, pack)
         feeds = self._map_feeds(feed_dict)
         examples = self._examples(feed_dict)
+        trains = self._mapper.trains(leaves) if self._monitor is not None else True
         if observed:
-            return unflatten(self._observed(names, feeds, examples, options, run_metadata))
-        values = self._run_names(names, feeds, examples, options, run_metadata)
+            return unflatten(self._observed(names, feeds, examples, options, run_metadata, trains))
+        values = self._run_names(names, feeds, examples, options, run_metadata, trains)
         if plain:
             self._plans.ran(key, held)
         return unflatten(values)
@@ -317,19 +334,19 @@ class DistributedSession(tf_session.SessionInterface):
         """The rows this node feeds in a step, counted only when a monitor or the scalars report them."""
         return self._mapper.rows(feed_dict) if self._monitor is not None or self._scalars is not None else 0
 
-    def _run_names(self, names, feeds, examples, options, run_metadata):
+    def _run_names(self, names, feeds, examples, options, run_metadata, trains=True):
         return self._run_call(lambda: self._session.run(names, feeds, options=options, run_metadata=run_metadata),
-                              examples, names)
+                              examples, names, trains)
 
-    def _run_call(self, fn, examples=0, names=()):
-        """One watched call of the inner session running ``names`` (``examples``: the rows it feeds); the end of
-        a tf.data input explained."""
+    def _run_call(self, fn, examples=0, names=(), trains=True):
+        """One watched call of the inner session running ``names`` (``examples``: the rows it feeds; ``trains``: it
+        runs a training op); the end of a tf.data input explained."""
         try:
-            return self._call(fn, examples, self._sync is not None and self._sync.synchronizes(names))
+            return self._call(fn, examples, self._sync is not None and self._sync.synchronizes(names), trains)
         except tf.errors.OutOfRangeError as e:
             raise explained_end_of_input(e, self._mapper.assignment) from e
 
-    def _observed(self, names, feeds, examples, options, run_metadata):
+    def _observed(self, names, feeds, examples, options, run_metadata, trains):
         """A call traced on the steps the tracer chooses and timed for the scalars (the views are on)."""
         traced = self._tracer.options() if self._tracer is not None else None   # counts every call
         if traced is not None and options is None and run_metadata is None:
@@ -337,14 +354,14 @@ class DistributedSession(tf_session.SessionInterface):
         else:
             traced = None   # the caller's own options win
         started = time.monotonic()
-        values = self._run_names(names, feeds, examples, options, run_metadata)
+        values = self._run_names(names, feeds, examples, options, run_metadata, trains)
         if self._scalars is not None:
             self._scalars.step(time.monotonic() - started, examples)
         if traced is not None:
             self._tracer.finish_step(run_metadata, start_us)
         return values
 
-    def _call(self, fn, examples=0, sync=False):
+    def _call(self, fn, examples=0, sync=False, trains=True):
         monitor = self._monitor
         if monitor is not None:
             monitor.started(sync)
@@ -362,7 +379,7 @@ class DistributedSession(tf_session.SessionInterface):
             raise
         finally:
             if monitor is not None:
-                monitor.finished(examples)
+                monitor.finished(examples, trains)
 
     def make_callable(self, fetches, feed_list=None, accept_options=False):
         feed_list = list(feed_list or [])

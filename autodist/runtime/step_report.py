@@ -6,12 +6,13 @@
 A node launched by the chief reports on its stdout, framed
 (``autodist.runner.frames``), once a second::
 
-    {"steps": 42, "examples": 1344, "busy": 0.0, "step_s": 0.012, "sync": 40, "in_sync": false}
+    {"steps": 42, "trained": 41, "examples": 1344, "busy": 0.0, "step_s": 0.012, "sync": 40, "in_sync": false}
 
-``steps`` session calls finished, ``sync`` those of them that were training
-steps (calls that wait for the other nodes, ``autodist.runtime.sync_ops``;
-the stall report numbers steps by it), ``in_sync`` whether the call in
-flight is one, ``examples`` the rows those calls fed
+``steps`` session calls finished, ``trained`` those of them that ran a
+training op (the training steps the progress line counts: a final read of
+the weights is a call, not a step), ``sync`` those that waited for the other
+nodes (``autodist.runtime.sync_ops``; the stall report numbers steps by it),
+``in_sync`` whether the call in flight is one, ``examples`` the rows those calls fed
 (each call's batch: the size of its feeds along the dimension the session
 splits them on; 0 for calls that feed nothing, e.g. an input pipeline),
 ``busy`` seconds the current call has been running (0 when none is),
@@ -42,6 +43,7 @@ class StepMonitor:
     def __init__(self, window=20):
         self.steps = 0
         self.synced = 0   # finished calls that synchronized with the other nodes (training steps)
+        self.trained = 0
         self.examples = 0
         self._started = None
         self._sync = False
@@ -52,12 +54,14 @@ class StepMonitor:
         self._sync = sync
         self._started = time.monotonic()
 
-    def finished(self, examples=0):
+    def finished(self, examples=0, trained=True):
+        """A call ended; ``trained``: it ran a training op (it was a training step)."""
         started, self._started = self._started, None
         if started is not None:
             self._durations.append(time.monotonic() - started)
         self.steps += 1
         self.synced += 1 if self._sync else 0
+        self.trained += bool(trained)
         self.examples += examples
 
     def busy(self):
@@ -67,7 +71,7 @@ class StepMonitor:
 
     def snapshot(self):
         started = self._started
-        return {"steps": self.steps, "examples": self.examples,
+        return {"steps": self.steps, "trained": self.trained, "examples": self.examples,
                 "busy": round(time.monotonic() - started, 3) if started is not None else 0.0,
                 "step_s": round(statistics.median(self._durations), 4) if self._durations else 0.0,
                 "sync": self.synced, "in_sync": started is not None and self._sync}

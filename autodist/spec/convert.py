@@ -19,12 +19,14 @@ import re
 from autodist.spec.rules import address_problem, canonical_address, is_loopback
 from autodist.errors import ResourceSpecError
 
-__all__ = ["spec_from_tf_config", "spec_from_slurm", "expand_hostlist", "parse_tf_config", "SSH_GROUP_NAME"]
+__all__ = ["spec_from_tf_config", "spec_from_slurm", "expand_hostlist", "expand_counts", "parse_tf_config",
+           "SSH_GROUP_NAME"]
 
 SSH_GROUP_NAME = "cluster"
 TASK_TYPES = ("chief", "master", "worker", "ps", "evaluator")
 _RANGE = re.compile(r"([0-9]+)(?:-([0-9]+))?\Z")
 _GPU_COUNT = re.compile(r"(?:[A-Za-z0-9_.-]+:)*([0-9]+)\Z")
+_REPEATED = re.compile(r"([0-9]+)(?:\(x([0-9]+)\))?\Z")
 
 
 def _error(source, key, problem):
@@ -77,12 +79,14 @@ def _distinct(hosts):
     return result
 
 
-def _build(hosts, gpus, ssh, name, cpu_only=()):
-    """Spec data: ``hosts[0]`` is the chief; ``cpu_only`` hosts get no GPUs."""
+def _build(hosts, gpus, ssh, name, cpu_only=(), threads=None):
+    """Spec data: ``hosts[0]`` is the chief; ``cpu_only`` hosts get no GPUs; ``threads``: {host: count}."""
     nodes, remote = [], False
     cpu_only = {canonical_address(h) for h in cpu_only}
     for i, host in enumerate(hosts):
         node = {"address": host, "gpus": [] if canonical_address(host) in cpu_only else list(range(gpus))}
+        if threads:
+            node["threads"] = threads[host]
         if i == 0:
             node["chief"] = True
         elif not is_loopback(host):
@@ -189,10 +193,12 @@ def expand_hostlist(text, source="SLURM_JOB_NODELIST"):
 
 def _gpu_count(environ):
     """GPUs per node from Slurm's variables (or CUDA_VISIBLE_DEVICES), 0 if none says."""
-    for name in ("SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE"):
+    for name in ("SLURM_GPUS_ON_NODE", "SLURM_JOB_GPUS", "SLURM_GPUS_PER_NODE"):
         value = environ.get(name)
         if value is None or not value.strip():
             continue
+        if name == "SLURM_JOB_GPUS":   # the GPU ids of this node: "0,1,3"
+            return len([g for g in value.split(",") if g.strip()])
         counts = []
         for part in value.split(","):
             match = _GPU_COUNT.match(part.strip())
@@ -206,12 +212,39 @@ def _gpu_count(environ):
     return 0
 
 
+def expand_counts(text, count, source="SLURM_JOB_CPUS_PER_NODE"):
+    """Slurm's per-node counts, ``2(x3),1`` -> ``[2, 2, 2, 1]``; there must be ``count`` of them."""
+    counts = []
+    for part in (text or "").split(","):
+        match = _REPEATED.match(part.strip())
+        if match is None:
+            raise _error(source, None, "expected counts such as '4' or '2(x3),1', got {!r}".format(text))
+        counts += [int(match.group(1))] * int(match.group(2) or 1)
+    if len(counts) != count:
+        raise _error(source, None, "{!r} gives {} node(s) but the allocation has {}".format(text, len(counts), count))
+    return counts
+
+
+def _chief_first(hosts, environ, source):
+    """``hosts`` with the node this process runs on (``SLURMD_NODENAME``, if set) first."""
+    here = environ.get("SLURMD_NODENAME")
+    if not here:
+        return hosts
+    if here not in hosts:
+        raise _error("SLURMD_NODENAME", None, "this node, {!r}, is not in the allocation's {} ({}); run autodist "
+                                              "on a node of the allocation".format(here, source, " ".join(hosts)))
+    return [here] + [h for h in hosts if h != here]
+
+
 def spec_from_slurm(environ, ssh=None, gpus_per_node=None):
     """Spec data for the Slurm allocation described by ``environ`` (a mapping).
 
-    Hosts come from ``SLURM_JOB_NODELIST`` (or ``SLURM_NODELIST``), the
-    first is the chief. GPUs per node: ``gpus_per_node`` if given, else
-    ``SLURM_GPUS_ON_NODE``, ``SLURM_GPUS_PER_NODE`` or the number of
+    Hosts come from ``SLURM_JOB_NODELIST`` (or ``SLURM_NODELIST``); the chief
+    is the node this runs on (``SLURMD_NODENAME``), else the first host.
+    Each node's ``threads`` is its CPU count in ``SLURM_JOB_CPUS_PER_NODE``
+    (``2(x3),1``: three nodes of 2, one of 1), when set. GPUs per node:
+    ``gpus_per_node`` if given, else ``SLURM_GPUS_ON_NODE``, the ids in
+    ``SLURM_JOB_GPUS``, ``SLURM_GPUS_PER_NODE`` or the number of
     ``CUDA_VISIBLE_DEVICES`` entries; TensorFlow numbers the visible GPUs
     0..n-1 whatever their physical ids.
     """
@@ -220,5 +253,7 @@ def spec_from_slurm(environ, ssh=None, gpus_per_node=None):
     expected = environ.get("SLURM_JOB_NUM_NODES") or environ.get("SLURM_NNODES")
     if expected is not None and expected.strip().isdigit() and int(expected) != len(hosts):
         raise _error(source, None, "lists {} host(s) but SLURM_JOB_NUM_NODES is {}".format(len(hosts), expected))
+    cpus = environ.get("SLURM_JOB_CPUS_PER_NODE")
+    threads = dict(zip(hosts, expand_counts(cpus, len(hosts)))) if cpus and cpus.strip() else None
     gpus = _gpu_count(environ) if gpus_per_node is None else gpus_per_node
-    return _build(hosts, gpus, ssh, "from-slurm")
+    return _build(_chief_first(hosts, environ, source), gpus, ssh, "from-slurm", threads=threads)

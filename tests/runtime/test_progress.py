@@ -138,3 +138,10 @@ def test_a_failing_sample_never_breaks_the_job():
     time.sleep(0.2)
     progress.stop()
     assert stream.getvalue() == ""
+
+
+def test_the_step_is_the_count_of_training_steps_when_a_report_has_it():
+    rates = Rates("chief")
+    rates.update({"chief": (0.0, dict(_report(0), trained=0))})
+    assert rates.update({"chief": (1.0, dict(_report(201), trained=200))})[0] == 200   # a final read: a call
+    assert Rates("chief").update({"chief": (1.0, _report(7))})[0] == 7   # an older node's report: its calls

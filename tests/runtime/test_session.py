@@ -313,3 +313,17 @@ def test_await_failure_waits_only_for_errors_a_vanished_peer_causes():
     invalid = tf.errors.InvalidArgumentError(None, None, "bad feed")
     assert await_failure(failure, invalid, grace=30, interval=0.01) is None
     assert len(calls) == 1             # a user error is not a peer's fault: no waiting
+
+
+def test_only_calls_that_train_are_steps_for_the_progress_line(job):
+    """A read of the trained variables after the last step is a session call, not a step (no "201/200")."""
+    session, model, ad = job
+    monitor = ad.job._monitor
+    before = monitor.snapshot()
+    for _ in range(2):   # twice: the second call of a signature runs its cached plan
+        session.run(model["train"], _feed(model, 4))
+        session.run([model["w"], model["emb"]])
+        session.run(model["per_example"], _feed(model, 4))
+    after = monitor.snapshot()
+    assert after["steps"] - before["steps"] == 6
+    assert after["trained"] - before["trained"] == 2

@@ -10,7 +10,8 @@ from autodist.runtime.step_report import WAIT_FOR_CHIEF, ReportWriter, StepMonit
 
 def test_the_monitor_counts_calls_and_reports_the_one_in_flight():
     monitor = StepMonitor()
-    assert monitor.snapshot() == {"steps": 0, "examples": 0, "busy": 0.0, "step_s": 0.0, "sync": 0, "in_sync": False}
+    assert monitor.snapshot() == {"steps": 0, "trained": 0, "examples": 0, "busy": 0.0, "step_s": 0.0, "sync": 0,
+                                  "in_sync": False}
     for _ in range(3):
         monitor.started()
         monitor.finished()

@@ -8,7 +8,8 @@ import yaml
 from autodist import cli
 from autodist.errors import ResourceSpecError
 from autodist.spec.resource_spec import ResourceSpec
-from autodist.spec.convert import expand_hostlist, parse_tf_config, spec_from_slurm, spec_from_tf_config
+from autodist.spec.convert import (expand_counts, expand_hostlist, parse_tf_config, spec_from_slurm,
+                                   spec_from_tf_config)
 
 SSH = {"username": "trainer", "key_file": "~/.ssh/id_ed25519"}
 
@@ -123,7 +124,8 @@ def test_parse_tf_config_keeps_every_task_type():
     ({"CUDA_VISIBLE_DEVICES": "NoDevFiles"}, 0),
     ({}, 0),
     ({"SLURM_GPUS_ON_NODE": "1", "SLURM_GPUS_PER_NODE": "8", "CUDA_VISIBLE_DEVICES": "0,1"}, 1),
-], ids=["on-node", "typed", "two-types", "cuda-visible", "no-devices", "none", "precedence"])
+    ({"SLURM_JOB_GPUS": "1,3,4"}, 3),
+], ids=["on-node", "typed", "two-types", "cuda-visible", "no-devices", "none", "precedence", "job-gpus"])
 def test_slurm_gpus(env, gpus):
     data = spec_from_slurm(dict(env, SLURM_JOB_NODELIST="gpu[1-2]"), ssh=SSH)
     assert [n["gpus"] for n in data["nodes"]] == [list(range(gpus))] * 2
@@ -137,11 +139,42 @@ def test_slurm_nodes_chief_first_and_legacy_variable():
     assert ResourceSpec.from_dict(data).chief == "gpu01"
 
 
+@pytest.mark.parametrize("text, count, counts", [
+    ("4", 1, [4]),
+    ("2(x3),1", 4, [2, 2, 2, 1]),
+    ("36(x2)", 2, [36, 36]),
+    ("1,8(x2),4", 4, [1, 8, 8, 4]),
+])
+def test_expand_counts(text, count, counts):
+    assert expand_counts(text, count) == counts
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("2(x3", "expected counts such as"),
+    ("two", "expected counts such as"),
+    ("2(x2)", "gives 2 node\\(s\\) but the allocation has 3"),
+])
+def test_malformed_counts_name_the_variable(text, problem):
+    with pytest.raises(ResourceSpecError, match="SLURM_JOB_CPUS_PER_NODE: .*" + problem):
+        expand_counts(text, 3)
+
+
+def test_the_chief_is_the_node_autodist_runs_on_and_threads_are_its_cpus():
+    data = spec_from_slurm({"SLURM_JOB_NODELIST": "n[01-03]", "SLURMD_NODENAME": "n02",
+                            "SLURM_JOB_CPUS_PER_NODE": "4(x2),2"}, ssh=SSH)
+    assert addresses(data) == ["n02", "n01", "n03"]
+    assert [n.get("chief", False) for n in data["nodes"]] == [True, False, False]
+    assert [n["threads"] for n in data["nodes"]] == [4, 4, 2]
+    assert ResourceSpec.from_dict(data).chief == "n02"
+
+
 @pytest.mark.parametrize("env, problem", [
     ({}, "SLURM_NODELIST: is empty or not set"),
+    ({"SLURM_JOB_NODELIST": "n[1-2]", "SLURMD_NODENAME": "login1"}, "SLURMD_NODENAME: this node, 'login1', is not"),
+    ({"SLURM_JOB_NODELIST": "n[1-2]", "SLURM_JOB_CPUS_PER_NODE": "4"}, "SLURM_JOB_CPUS_PER_NODE: '4' gives 1"),
     ({"SLURM_JOB_NODELIST": "n[1-2]", "SLURM_JOB_NUM_NODES": "3"}, "lists 2 host"),
     ({"SLURM_JOB_NODELIST": "n1", "SLURM_GPUS_ON_NODE": "many"}, "SLURM_GPUS_ON_NODE: expected a GPU count"),
-], ids=["no-allocation", "count-mismatch", "bad-gpus"])
+], ids=["no-allocation", "not-in-allocation", "cpus-mismatch", "count-mismatch", "bad-gpus"])
 def test_malformed_slurm_environment(env, problem):
     with pytest.raises(ResourceSpecError, match=problem):
         spec_from_slurm(env, ssh=SSH)
@@ -173,7 +206,7 @@ def test_cli_from_tf_config_option_wins_and_prints_to_stdout(monkeypatch, capsys
 
 def test_cli_from_slurm(tmp_path, monkeypatch, capsys):
     for key in ("SLURM_NODELIST", "SLURM_JOB_NUM_NODES", "SLURM_NNODES", "SLURM_GPUS_PER_NODE",
-                "CUDA_VISIBLE_DEVICES"):
+                "CUDA_VISIBLE_DEVICES", "SLURMD_NODENAME", "SLURM_JOB_CPUS_PER_NODE", "SLURM_JOB_GPUS"):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("SLURM_JOB_NODELIST", "gpu[1-3]")
     monkeypatch.setenv("SLURM_GPUS_ON_NODE", "2")
