@@ -41,7 +41,7 @@ from autodist.errors import FunctionError
 from autodist.runtime.keras_state import ModelState, VariableAccess, route_learning_rate
 from autodist.runtime.keras_steps import KerasSteps, node_share
 
-__all__ = ["KerasRunner", "attach"]
+__all__ = ["KerasRunner", "attach", "runner_of"]
 
 SHUFFLE_SEED = 1234   # every node draws the same permutation of the same epoch
 
@@ -111,6 +111,7 @@ class KerasRunner:
         self._local = None    # a local session computing metric results from global state
         self._state = None    # ModelState: the model's variables for callbacks, once traced
         self._tracing = False
+        self.pending_weights = None   # the chief's values to give the model before the next run, or None
 
     # -- tracing and running -------------------------------------------------------------------
     def _trace(self, batch):
@@ -126,6 +127,14 @@ class KerasRunner:
             self._tracing = False
         if self._state is None:
             self._route_state()
+        self._give_pending_weights()
+
+    def _give_pending_weights(self):
+        """Every replica gets the chief's ``pending_weights`` (``autodist run``'s eager model), once traced."""
+        if self.pending_weights is not None:
+            self._assignment()
+            self._state.load_chiefs(self.pending_weights)
+            self.pending_weights = None
 
     def _route_state(self):
         """The model's weights and learning rate for callbacks go through the session (``keras_state``)."""
@@ -253,6 +262,8 @@ class KerasRunner:
             self._fn["predict_step"].trace(_example(batches)[0])
         finally:
             self._tracing = False
+        if self._state is not None:
+            self._give_pending_weights()
         callbacks = self._callbacks(callbacks, verbose, epochs=1, steps=batches.steps())
         callbacks.on_predict_begin()
         outputs = []
@@ -276,4 +287,10 @@ def attach(autodist, job, model):
     runner = KerasRunner(autodist, job, model)
     for name in ("fit", "evaluate", "predict"):
         object.__setattr__(model, name, getattr(runner, name))
+    object.__setattr__(model, "_autodist_runner", runner)
     return runner
+
+
+def runner_of(model):
+    """The ``KerasRunner`` ``attach`` gave ``model`` (compiled in the scope), or None."""
+    return model.__dict__.get("_autodist_runner")
