@@ -120,7 +120,7 @@ class KerasRunner:
         self._tracing = True
         try:
             self._fn["train_step"].trace(x, y, sample_weight, np.float32(1.0), np.float64(1.0))
-            self._fn["test_step"].trace(x, y, sample_weight)
+            self._fn["test_step"].trace(x, y, sample_weight, np.float32(1.0))
             self._fn["predict_step"].trace(x)
             self._fn["read_metrics"].trace()
         finally:
@@ -168,14 +168,15 @@ class KerasRunner:
     def _run_test(self, batch):
         """The batch's metric state: every row evaluated on this node's replicas (no step synchronizes)."""
         x, y, sample_weight = batch
-        return [np.sum(part, axis=0) for part in self._fn["test_step"](x, y, sample_weight)]
+        added = self._fn["test_step"](x, y, sample_weight, np.float32(1.0 / _num_rows(x)))
+        return [np.sum(part, axis=0) for part in added]
 
     def _read(self):
         return [np.asarray(value) for value in self._fn["read_metrics"]()]
 
-    def _logs(self, values):
-        """The metrics' results for the metric state ``values`` (one array per metric variable)."""
-        results = self.steps.results
+    def _logs(self, values, results=None):
+        """The metrics' results (or ``results``: a custom step's logs) for the metric state ``values``."""
+        results = results or self.steps.results
         if self._local is None:
             self._local = tf.compat.v1.Session(graph=self._ad.graph_item.graph)
         computed = self._local.run(results.tensors, results.feed(values))
@@ -225,7 +226,7 @@ class KerasRunner:
         for step, batch in enumerate(batches.epoch(epoch)):
             callbacks.on_train_batch_begin(step)
             self._run_train(batch)
-            logs = self._logs([now - before for now, before in zip(self._read(), base)])
+            logs = self._logs([now - before for now, before in zip(self._read(), base)], self.steps.train_results)
             callbacks.on_train_batch_end(step, logs)
             if self.model.stop_training:
                 break
@@ -238,7 +239,7 @@ class KerasRunner:
             callbacks.on_test_batch_begin(step)
             added = self._run_test(batch)
             state = added if state is None else [total + part for total, part in zip(state, added)]
-            logs = self._logs(state)
+            logs = self._logs(state, self.steps.test_results)
             callbacks.on_test_batch_end(step, logs)
         callbacks.on_test_end(logs)
         return logs
