@@ -45,6 +45,38 @@ np.savez(sys.argv[1], weights=np.concatenate([w.ravel() for w in trained]), eval
 """
 
 
+CUSTOM_STEP = """
+import sys
+import keras
+import numpy as np
+import tensorflow as tf
+
+
+class GuideStep(keras.Model):
+    def train_step(self, data):
+        x, y = data
+        with tf.GradientTape() as tape:
+            y_pred = self(x, training=True)
+            loss = self.compute_loss(y=y, y_pred=y_pred)
+        grads = tape.gradient(loss, self.trainable_variables)
+        self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
+        for metric in self.metrics:
+            metric.update_state(loss) if metric.name == "loss" else metric.update_state(y, y_pred)
+        return {m.name: m.result() for m in self.metrics}
+
+
+rng = np.random.RandomState(0)
+x, y = rng.randn(51, 4).astype(np.float32), rng.randint(0, 3, 51).astype(np.int32)
+keras.utils.set_random_seed(1)
+inputs = keras.Input((4,))
+model = GuideStep(inputs, keras.layers.Dense(3)(keras.layers.Dense(8, activation="relu")(inputs)))
+model.compile(optimizer=keras.optimizers.Adam(0.05), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+              metrics=["accuracy"])
+history = model.fit(x, y, batch_size=16, epochs=3, shuffle=False, verbose=0).history
+np.savez(sys.argv[1], weights=np.concatenate([w.ravel() for w in model.get_weights()]), **history)
+"""
+
+
 def _write(tmp_path, text, name="script.py"):
     script = tmp_path / name
     script.write_text(textwrap.dedent(text))
@@ -60,8 +92,9 @@ def _alone(script, args):
         sys.argv = saved
 
 
-def test_unmodified_fit_script_equals_running_it_alone(spec, tmp_path):
-    script = _write(tmp_path, SCRIPT)
+@pytest.mark.parametrize("text", [SCRIPT, CUSTOM_STEP], ids=["sequential", "custom-train-step"])
+def test_unmodified_fit_script_equals_running_it_alone(spec, tmp_path, text):
+    script = _write(tmp_path, text)
     keras.backend.clear_session()
     _alone(script, [str(tmp_path / "alone.npz")])
     originals = {name: getattr(keras.Model, name) for name in ("fit", "evaluate", "predict", "compile")}
