@@ -145,6 +145,10 @@ class EagerTwins:
     def call(self, model, method, args, kwargs):
         """``model.method(*args, **kwargs)`` run by the twin, the weights moved as the docstring says."""
         twin = self.twin_of(model, method)
+        if method == "predict" and not self.runner.traced:
+            raise CaptureError(
+                "model.predict() under autodist run comes after the model's first fit or evaluate: the "
+                "distributed session starts with the training step those trace")
         self.runner.pending_weights = model.get_weights()
         result = getattr(twin, method)(*args, **kwargs)
         if method == "fit":

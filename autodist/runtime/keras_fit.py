@@ -113,6 +113,11 @@ class KerasRunner:
         self._tracing = False
         self.pending_weights = None   # the chief's values to give the model before the next run, or None
 
+    @property
+    def traced(self):
+        """True once the steps were traced (by a ``fit`` or ``evaluate``): ``predict`` can run."""
+        return self._state is not None
+
     # -- tracing and running -------------------------------------------------------------------
     def _trace(self, batch):
         """Trace every step for this batch's signature (before any run: one session serves them all)."""
@@ -263,7 +268,7 @@ class KerasRunner:
             self._fn["predict_step"].trace(_example(batches)[0])
         finally:
             self._tracing = False
-        if self._state is not None:
+        if self.traced:
             self._give_pending_weights()
         callbacks = self._callbacks(callbacks, verbose, epochs=1, steps=batches.steps())
         callbacks.on_predict_begin()

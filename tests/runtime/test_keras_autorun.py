@@ -137,7 +137,8 @@ def dense():
      model.compile(optimizer="sgd", loss="mse")
      model.fit(x, y, verbose=0)
      """, "could not be rebuilt"),
-], ids=["two-models", "uncompiled", "not-rebuildable"])
+    ("dense().predict(x)", "comes after the model's first fit or evaluate"),
+], ids=["two-models", "uncompiled", "not-rebuildable", "predict-first"])
 def test_what_cannot_be_distributed_is_a_clear_error(spec, tmp_path, body, message):
     script = _write(tmp_path, PRELUDE + textwrap.dedent(body))
     keras.backend.clear_session()
