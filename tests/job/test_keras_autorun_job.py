@@ -67,7 +67,7 @@ y = (x.sum(axis=1) > 0).astype(np.int32)
 model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])   # no seed: each process draws its own
 model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
 model.fit(x, y, batch_size=8, epochs=2, verbose=0)
-sys.stdout.write("weights " + json.dumps([w.ravel().tolist() for w in model.get_weights()]) + "\n")
+sys.stdout.write("weights " + json.dumps([w.ravel().tolist() for w in model.get_weights()]) + "\\n")
 """
 
 
