@@ -5,6 +5,7 @@ autodist; run alone it is the single-device reference, run by ``run_script``
 on one node with two CPU replicas its ``fit``/``evaluate``/``predict`` run on
 the distributed twin (50 rows in batches of 16: a last partial batch of 2).
 """
+import os
 import runpy
 import sys
 import textwrap
@@ -49,21 +50,9 @@ CUSTOM_STEP = """
 import sys
 import keras
 import numpy as np
-import tensorflow as tf
 
-
-class GuideStep(keras.Model):
-    def train_step(self, data):
-        x, y = data
-        with tf.GradientTape() as tape:
-            y_pred = self(x, training=True)
-            loss = self.compute_loss(y=y, y_pred=y_pred)
-        grads = tape.gradient(loss, self.trainable_variables)
-        self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
-        for metric in self.metrics:
-            metric.update_state(loss) if metric.name == "loss" else metric.update_state(y, y_pred)
-        return {m.name: m.result() for m in self.metrics}
-
+sys.path.insert(0, {helpers!r})
+from keras_custom_models import GuideStep      # a keras.Model subclass with its own train_step
 
 rng = np.random.RandomState(0)
 x, y = rng.randn(51, 4).astype(np.float32), rng.randint(0, 3, 51).astype(np.int32)
@@ -74,7 +63,7 @@ model.compile(optimizer=keras.optimizers.Adam(0.05), loss=keras.losses.SparseCat
               metrics=["accuracy"])
 history = model.fit(x, y, batch_size=16, epochs=3, shuffle=False, verbose=0).history
 np.savez(sys.argv[1], weights=np.concatenate([w.ravel() for w in model.get_weights()]), **history)
-"""
+""".format(helpers=os.path.dirname(os.path.abspath(__file__)))
 
 
 def _write(tmp_path, text, name="script.py"):
