@@ -1,4 +1,4 @@
-"""Distribute an unmodified tf.compat.v1 training script: the machinery of ``autodist run``.
+"""Distribute an unmodified tf.compat.v1 or Keras ``fit`` training script: the machinery of ``autodist run``.
 
     status = run_script(AutoDist(spec, builder, launch_argv=[...]), "train.py", ["--epochs", "3"])
 
@@ -24,6 +24,9 @@ undone afterwards even when it raises:
                     session on it, summary directories, saver hooks,
                     ``Saver.save``/``restore`` with the distributed session:
                     each raises an ``autodist.errors`` error naming the fix
+    Keras           ``fit``/``evaluate``/``predict`` of the script's compiled (eager)
+                    model run on a distributed twin of it
+                    (``autodist.runtime.keras_autorun``)
     environment     ``AUTODIST_WORKER_INDEX`` and ``AUTODIST_NUM_WORKERS``,
                     for scripts that shard their own data
 
@@ -38,6 +41,7 @@ import sys
 
 import tensorflow as tf
 
+from autodist.runtime.keras_autorun import distribute_eager_keras
 from autodist.runtime.notices import notice
 from autodist.runtime.script_session import AutorunSession
 from autodist.runtime.user_script import run_as_main
@@ -257,7 +261,8 @@ def run_script(autodist, script, args):
     launcher = _Launcher(autodist, _originals())
     variables = {WORKER_INDEX_ENV: str(autodist.worker_index), NUM_WORKERS_ENV: str(autodist.num_workers)}
     status = None
-    with _patched(_patch_points(launcher)), capture_optimizers(), default_graph_item(launcher.items):
+    with _patched(_patch_points(launcher)), capture_optimizers(), default_graph_item(launcher.items), \
+            distribute_eager_keras(autodist):
         try:
             run_as_main(script, args, variables)
         except SystemExit as e:   # the script's own exit (argparse's --help too): its status, no more
@@ -266,10 +271,11 @@ def run_script(autodist, script, args):
                 print(e.code, file=sys.stderr)
     if status is not None:
         return status
-    if launcher.session is None:
+    if launcher.session is None and autodist.session is None:
         raise CaptureError(
-            "{} finished without training through a tf.compat.v1 session: nothing was distributed. autodist "
-            "run needs a graph-mode script that applies an optimizer (minimize / apply_gradients) and runs "
-            "its train op with tf.compat.v1.Session or MonitoredTrainingSession; see docs/running.md".format(
+            "{} finished without training through a tf.compat.v1 session or a Keras model.fit: nothing was "
+            "distributed. autodist run needs a graph-mode script that applies an optimizer (minimize / "
+            "apply_gradients) and runs its train op with tf.compat.v1.Session or MonitoredTrainingSession, or "
+            "a script that compiles a Keras model and calls its fit; see docs/running.md and docs/keras.md".format(
                 script))
     return 0

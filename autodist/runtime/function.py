@@ -52,7 +52,7 @@ from autodist.errors import FunctionError, GraphChangedError
 from autodist.kernel.analysis import ancestors
 from autodist.capture.queries import is_variable_write, ops_since, variable_initializers
 
-__all__ = ["DistributedFunction"]
+__all__ = ["DistributedFunction", "state_specs"]
 
 _traces = weakref.WeakKeyDictionary()   # AutoDist -> {(fn, signature): _Trace}
 _PRINT_OPS = frozenset({"PrintV2", "Print"})
@@ -210,15 +210,18 @@ def _run(ad, job, fetches, feed_dict):
         return session.run(fetches, feed_dict)
 
 
+def state_specs(graph, session):
+    """``VariableSpec`` by key (op name) of every variable of ``graph`` (global and local) ``session`` holds."""
+    from autodist.checkpoint.layout import original_names, specs_of
+    names = original_names(session.transform_result)
+    keys = (tf.compat.v1.GraphKeys.GLOBAL_VARIABLES, tf.compat.v1.GraphKeys.LOCAL_VARIABLES)
+    return specs_of({v.op.name: v for key in keys for v in graph.get_collection(key) if v.op.name in names})
+
+
 def _next_session(ad, job, old):
     """A session for the grown graph holding the old session's variable values."""
     from autodist.checkpoint.binding import load_state, read_state
-    from autodist.checkpoint.layout import original_names, specs_of
-    graph = ad.graph_item.graph
-    names = original_names(old.transform_result)
-    keys = (tf.compat.v1.GraphKeys.GLOBAL_VARIABLES, tf.compat.v1.GraphKeys.LOCAL_VARIABLES)
-    variables = {v.op.name: v for key in keys for v in graph.get_collection(key) if v.op.name in names}
-    specs = specs_of(variables)
+    specs = state_specs(ad.graph_item.graph, old)
     values = read_state(old, specs) if old.transform_result.assignment.node.is_chief else None
     new = job.reopen(ad.graph_item)
     load_state(new, specs, values)

@@ -41,7 +41,7 @@ from autodist.errors import FunctionError
 from autodist.runtime.keras_state import ModelState, VariableAccess, route_learning_rate
 from autodist.runtime.keras_steps import KerasSteps, node_share
 
-__all__ = ["KerasRunner", "attach"]
+__all__ = ["KerasRunner", "attach", "runner_of"]
 
 SHUFFLE_SEED = 1234   # every node draws the same permutation of the same epoch
 
@@ -111,6 +111,12 @@ class KerasRunner:
         self._local = None    # a local session computing metric results from global state
         self._state = None    # ModelState: the model's variables for callbacks, once traced
         self._tracing = False
+        self.pending_weights = None   # the chief's values to give the model before the next run, or None
+
+    @property
+    def traced(self):
+        """True once the steps were traced (by a ``fit`` or ``evaluate``): ``predict`` can run."""
+        return self._state is not None
 
     # -- tracing and running -------------------------------------------------------------------
     def _trace(self, batch):
@@ -119,13 +125,21 @@ class KerasRunner:
         self._tracing = True
         try:
             self._fn["train_step"].trace(x, y, sample_weight, np.float32(1.0), np.float64(1.0))
-            self._fn["test_step"].trace(x, y, sample_weight)
+            self._fn["test_step"].trace(x, y, sample_weight, np.float32(1.0))
             self._fn["predict_step"].trace(x)
             self._fn["read_metrics"].trace()
         finally:
             self._tracing = False
         if self._state is None:
             self._route_state()
+        self._give_pending_weights()
+
+    def _give_pending_weights(self):
+        """Every replica gets the chief's ``pending_weights`` (``autodist run``'s eager model), once traced."""
+        if self.pending_weights is not None:
+            self._assignment()
+            self._state.load_chiefs(self.pending_weights)
+            self.pending_weights = None
 
     def _route_state(self):
         """The model's weights and learning rate for callbacks go through the session (``keras_state``)."""
@@ -159,14 +173,15 @@ class KerasRunner:
     def _run_test(self, batch):
         """The batch's metric state: every row evaluated on this node's replicas (no step synchronizes)."""
         x, y, sample_weight = batch
-        return [np.sum(part, axis=0) for part in self._fn["test_step"](x, y, sample_weight)]
+        added = self._fn["test_step"](x, y, sample_weight, np.float32(1.0 / _num_rows(x)))
+        return [np.sum(part, axis=0) for part in added]
 
     def _read(self):
         return [np.asarray(value) for value in self._fn["read_metrics"]()]
 
-    def _logs(self, values):
-        """The metrics' results for the metric state ``values`` (one array per metric variable)."""
-        results = self.steps.results
+    def _logs(self, values, results=None):
+        """The metrics' results (or ``results``: a custom step's logs) for the metric state ``values``."""
+        results = results or self.steps.results
         if self._local is None:
             self._local = tf.compat.v1.Session(graph=self._ad.graph_item.graph)
         computed = self._local.run(results.tensors, results.feed(values))
@@ -216,7 +231,7 @@ class KerasRunner:
         for step, batch in enumerate(batches.epoch(epoch)):
             callbacks.on_train_batch_begin(step)
             self._run_train(batch)
-            logs = self._logs([now - before for now, before in zip(self._read(), base)])
+            logs = self._logs([now - before for now, before in zip(self._read(), base)], self.steps.train_results)
             callbacks.on_train_batch_end(step, logs)
             if self.model.stop_training:
                 break
@@ -229,7 +244,7 @@ class KerasRunner:
             callbacks.on_test_batch_begin(step)
             added = self._run_test(batch)
             state = added if state is None else [total + part for total, part in zip(state, added)]
-            logs = self._logs(state)
+            logs = self._logs(state, self.steps.test_results)
             callbacks.on_test_batch_end(step, logs)
         callbacks.on_test_end(logs)
         return logs
@@ -253,6 +268,8 @@ class KerasRunner:
             self._fn["predict_step"].trace(_example(batches)[0])
         finally:
             self._tracing = False
+        if self.traced:
+            self._give_pending_weights()
         callbacks = self._callbacks(callbacks, verbose, epochs=1, steps=batches.steps())
         callbacks.on_predict_begin()
         outputs = []
@@ -276,4 +293,10 @@ def attach(autodist, job, model):
     runner = KerasRunner(autodist, job, model)
     for name in ("fit", "evaluate", "predict"):
         object.__setattr__(model, name, getattr(runner, name))
+    object.__setattr__(model, "_autodist_runner", runner)
     return runner
+
+
+def runner_of(model):
+    """The ``KerasRunner`` ``attach`` gave ``model`` (compiled in the scope), or None."""
+    return model.__dict__.get("_autodist_runner")

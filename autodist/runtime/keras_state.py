@@ -53,7 +53,7 @@ class ModelState:
     """``get_weights``, ``set_weights``, ``save_weights`` and ``save`` of one model (module docstring)."""
 
     def __init__(self, autodist, job, model):
-        self._ad, self.model = autodist, model
+        self._ad, self._job, self.model = autodist, job, model
         self.access = VariableAccess(job, model.weights, autodist.graph_item.graph)
         self._twin = None
 
@@ -62,6 +62,24 @@ class ModelState:
 
     def set_weights(self, weights):
         self.access.write(list(weights))
+
+    def load_chiefs(self, weights):
+        """Every copy of the weights gets the chief's ``weights`` (ignored on other nodes).
+
+        Every node calls this at the same point (the values travel by
+        broadcast); the session's other variables keep their values.
+        """
+        from autodist.checkpoint.binding import load_state, read_state
+        from autodist.runtime.function import state_specs
+        session = self._job.session
+        specs = state_specs(self._ad.graph_item.graph, session)
+        state = None
+        if self._ad.is_chief:
+            state = read_state(session, specs)
+            for variable, value in zip(self.access.variables, weights):
+                key = variable.op.name
+                state[key] = np.asarray(value, specs[key].dtype.as_numpy_dtype).reshape(specs[key].shape)
+        load_state(session, specs, state)
 
     def _twin_with_values(self):
         values = self.access.read()

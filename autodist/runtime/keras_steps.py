@@ -26,17 +26,28 @@ batch of ``N`` rows. Three things make the result the single-device one:
   every batch on its own replicas and returns each replica's additions
   (concatenated over the node's replicas); their sum is the batch's state.
 
+A model that overrides ``train_step``, ``test_step`` or ``predict_step`` has
+its own step traced instead of Keras' pieces, under the same three rules
+(``autodist.runtime.keras_custom_step``: its gradients scaled, its scalar means
+weighted, its logs computed from the job's metric state).
+
 Metric state must therefore be additive (sums and counts: every built-in
 metric; a custom ``keras.metrics.Metric`` whose ``update_state`` adds to its
 variables). The step functions are plain Python functions of numpy arguments
 traced by ``autodist.runtime.function.DistributedFunction``: one trace per input
 signature, run by the AutoDist's distributed session.
 """
+import contextlib
+
 import numpy as np
 import tensorflow as tf
 
 from autodist.capture.keras import collect_state_updates
+from autodist.errors import FunctionError
 from autodist.capture.queries import ops_since, tf_variable
+from autodist.kernel.analysis import ancestors
+from autodist.runtime.keras_custom_step import (metric_only_logs, overrides, own_step, scaled_gradients,
+                                                 weighted_scalar_means, writes_of)
 
 __all__ = ["MetricState", "MetricResults", "KerasSteps", "metric_variables", "node_share"]
 
@@ -94,20 +105,35 @@ class MetricState:
 
 
 class MetricResults:
-    """``metric.result()`` of every metric as tensors whose variable reads are fed: evaluated locally."""
+    """Tensors computed from metric state whose variable reads are fed: evaluated locally on given state.
 
-    def __init__(self, model, variables, graph):
-        first = graph.version + 1
-        self.tensors = {}
-        for metric in model.metrics:
-            value = metric.result()
-            self.tensors.update(value if isinstance(value, dict) else {metric.name: value})
+    ``tensors`` (by name) were built by ``ops``, among which the reads of
+    ``variables``; ``feed(values)`` makes them the results of that state.
+    """
+
+    def __init__(self, tensors, variables, ops):
+        self.tensors = dict(tensors)
         by_handle = {v.handle.op: i for i, v in enumerate(variables)}
         self._reads = [[] for _ in variables]
-        for op in ops_since(graph, first):
+        for op in ops:
             if op.type == "ReadVariableOp" and op.inputs[0].op in by_handle:
                 self._reads[by_handle[op.inputs[0].op]].append(op.outputs[0])
         self._dtypes = [v.dtype.as_numpy_dtype for v in variables]
+
+    @classmethod
+    def of_metrics(cls, model, variables, graph):
+        """``metric.result()`` of every metric of ``model``, built now."""
+        first = graph.version + 1
+        tensors = {}
+        for metric in model.metrics:
+            value = metric.result()
+            tensors.update(value if isinstance(value, dict) else {metric.name: value})
+        return cls(tensors, variables, ops_since(graph, first))
+
+    @classmethod
+    def of_logs(cls, logs, variables):
+        """The logs a custom step returned (``keras_custom_step.metric_only_logs``)."""
+        return cls(logs, variables, ancestors([t.op for t in logs.values()]))
 
     def feed(self, values):
         """The feed that makes ``tensors`` the results of the accumulated ``values`` (one per variable)."""
@@ -121,16 +147,41 @@ class KerasSteps:
     def __init__(self, model):
         self.model = model
         self.state = MetricState()
-        self.results = None      # MetricResults, built by the first step traced
+        self.results = None      # MetricResults of the model's metrics, built by the first step traced
+        self.train_results = None    # MetricResults of a custom train_step's logs (else ``results``)
+        self.test_results = None     # ... of a custom test_step's logs
 
     def _variables(self):
         variables = [tf_variable(v) for v in metric_variables(self.model)]
         if self.results is None:
-            self.results = MetricResults(self.model, variables, tf.compat.v1.get_default_graph())
+            self.results = MetricResults.of_metrics(self.model, variables, tf.compat.v1.get_default_graph())
         return variables
+
+    def _own_step(self, name, x, y, sample_weight, scalar_weight, optimizer_scale=None):
+        """The model's own ``name`` step (``keras_custom_step``): its metric writes and checked logs."""
+        model = self.model
+        with contextlib.ExitStack() as stack:
+            updates = stack.enter_context(collect_state_updates())
+            stack.enter_context(weighted_scalar_means(model.metrics, scalar_weight))
+            if optimizer_scale is not None:
+                calls = stack.enter_context(scaled_gradients(model.optimizer, optimizer_scale))
+            logs = own_step(model, name, x, y, sample_weight)
+        variables = self._variables()    # after the step: compiled metrics are built by their first update
+        if optimizer_scale is not None and not calls["outer"]:
+            raise FunctionError("{}.train_step applied no gradients through self.optimizer (apply_gradients or "
+                                "apply): autodist synchronizes the gradients the model's own optimizer "
+                                "applies".format(type(model).__name__))
+        results = MetricResults.of_logs(metric_only_logs(model, name, logs, variables), variables)
+        return writes_of(updates, variables), results
 
     def train_step(self, x, y, sample_weight, loss_scale, replicas):
         model = self.model
+        if overrides(model, "train_step"):
+            share = tf.cast(_rows(x), tf.float32) * loss_scale          # n_r * R / N
+            writes, self.train_results = self._own_step("train_step", x, y, sample_weight,
+                                                        share / tf.cast(replicas, tf.float32), share)
+            self.state.accumulate(self._variables(), writes, replicas)
+            return
         rows = _rows(x)
         with tf.GradientTape() as tape:
             with collect_state_updates() as forward:
@@ -146,19 +197,31 @@ class KerasSteps:
             model.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
         self.state.accumulate(self._variables(), forward + metrics, replicas)
 
-    def test_step(self, x, y, sample_weight):
-        """This node's replicas' metric additions for the batch, one row per replica (module docstring)."""
+    def test_step(self, x, y, sample_weight, row_share):
+        """This node's replicas' metric additions for the batch, one row per replica (module docstring).
+
+        ``row_share`` is one over the batch's rows (the weight of a custom step's scalar means per row).
+        """
         model = self.model
+        if overrides(model, "test_step"):
+            writes, self.test_results = self._own_step("test_step", x, y, sample_weight,
+                                                       tf.cast(_rows(x), tf.float32) * row_share)
+            return self._addition_rows(writes)
         with collect_state_updates() as updates:
             y_pred = _call(model, x, training=False)
             loss = model._compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=False)
             model._loss_tracker.update_state(loss, sample_weight=_rows(x))
             model.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+        return self._addition_rows(updates)
+
+    def _addition_rows(self, updates):
         deltas, _ = _take_deltas(self._variables(), updates)
         # One row per replica, its first dimension hidden from the graph: the session concatenates them.
         return [tf.compat.v1.placeholder_with_default(d[None], [None] + d.shape.as_list()) for d in deltas]
 
     def predict_step(self, x):
+        if overrides(self.model, "predict_step"):
+            return own_step(self.model, "predict_step", x, None, None)
         return _call(self.model, x, training=False)
 
     def read_metrics(self):
