@@ -34,8 +34,8 @@ def _links(traffic):
 def _calibration(**changes):
     values = dict(rpc_latency_s=0.01, rpc_bandwidth=1000.0, rpc_duplex=1.0, collective_latency_s=0.02,
                   collective_bandwidth=500.0,
-                  local_bandwidth=8000.0, update_bytes_per_s=8000.0, fixed_step_s=0.5, round_trip_s=0.1, overlap=0.5,
-                  flops=1e9)
+                  local_bandwidth=8000.0, update_bytes_per_s=8000.0, sparse_update_bytes_per_s=800.0, fixed_step_s=0.5,
+                  round_trip_s=0.1, ps_step_s=0.3, overlap=0.5, flops=1e9)
     values.update(changes)
     return Calibration(**values)
 
@@ -83,7 +83,7 @@ def test_ring_all_reduce_fuses_a_group_and_rings_the_replicas():
     # hop bytes 2 (N - 1) / N * G = 4/3 * (6000 + 1000); 2 (N - 1) = 4 messages per group and hop
     hop = (4.0 / 3.0 * 6000 + 4.0 / 3.0 * 1000, 8)
     assert _links(traffic) == {(COLLECTIVE, A, A): hop, (COLLECTIVE, A, B): hop, (COLLECTIVE, B, A): hop}
-    assert traffic.round_trips() == 1
+    assert traffic.exchanges() == (COLLECTIVE,)
 
 
 def test_sparse_all_reduce_is_an_all_gather_of_the_touched_rows():
@@ -125,8 +125,8 @@ def test_prediction_of_a_ps_plan_by_hand():
     assert node_comm_s(traffic, A, calibration) == pytest.approx(4.01 + 1.0 + 1.0)
     assert node_comm_s(traffic, B, calibration) == pytest.approx(4.01)
     prediction = predict(strategy, [w], Compute(3.0), calibration)
-    # backprop 2 s x overlap 0.5 hides 1 s; fixed = 0.5 + 3 round trips (pull, push, token) x 0.1
-    assert traffic.round_trips() == 3
+    # backprop 2 s x overlap 0.5 hides 1 s; fixed = 0.5 + the PS protocol's exchange (pull, push, token) 0.3
+    assert traffic.exchanges() == (RPC,)
     assert prediction.bottleneck == A
     assert prediction.step_s == pytest.approx(3 + 0.8 + 5.01)
     assert prediction.comm_share == pytest.approx(5.01 / 8.81)
