@@ -26,12 +26,14 @@ import os
 from autodist.fileio import atomic_write_bytes
 
 __all__ = ["Calibration", "prior_calibration", "spec_key", "calibration_path", "load_calibration",
-           "save_calibration", "DEFAULT_CALIBRATION_DIR", "PRIOR_LATENCY_S", "PRIOR_FIXED_STEP_S", "PRIOR_ROUND_TRIP_S",
+           "save_calibration", "read_calibration_file", "write_calibration_file", "JOB_CALIBRATION_FILE", "DEFAULT_CALIBRATION_DIR", "PRIOR_LATENCY_S", "PRIOR_FIXED_STEP_S", "PRIOR_ROUND_TRIP_S",
            "PRIOR_FLOPS", "PRIOR_GPU_FLOPS", "PRIOR_LOCAL_BANDWIDTH", "PRIOR_UPDATE_BYTES_PER_S",
            "PRIOR_SPARSE_UPDATE_BYTES_PER_S", "PRIOR_PS_STEP_S"]
 
 #: Where the probe's results are cached (``~`` expanded when used).
 DEFAULT_CALIBRATION_DIR = os.path.join("~", ".autodist", "calibration")
+#: The chief's calibration in a job's directory, next to its strategy: every node plans with it.
+JOB_CALIBRATION_FILE = "calibration.json"
 #: Priors for what the spec does not say: one gRPC message's latency, a session step's fixed cost,
 #: a CPU replica's and a GPU replica's sustained float rate, in-process copies, a server's apply rate.
 PRIOR_LATENCY_S = 100e-6
@@ -104,13 +106,25 @@ def calibration_path(spec, directory=None):
     return os.path.join(os.path.expanduser(directory or DEFAULT_CALIBRATION_DIR), spec_key(spec) + ".json")
 
 
-def load_calibration(spec, directory=None):
-    """The cached probe of ``spec``'s cluster, or None (never probed, or an unreadable file)."""
+def read_calibration_file(path):
+    """The :class:`Calibration` in ``path``, or None (no file, an unreadable one, or one written before
+    a field the model needs existed: the probe must run again)."""
     try:
-        with open(calibration_path(spec, directory), encoding="utf-8") as handle:
+        with open(path, encoding="utf-8") as handle:
             return Calibration.from_dict(json.load(handle))
     except (OSError, ValueError, TypeError):
         return None
+
+
+def write_calibration_file(path, calibration):
+    """Write ``calibration`` to ``path`` (mode 0600, atomically); returns the path."""
+    atomic_write_bytes(path, json.dumps(calibration.to_dict(), indent=1, sort_keys=True).encode(), mode=0o600)
+    return path
+
+
+def load_calibration(spec, directory=None):
+    """The cached probe of ``spec``'s cluster, or None (never probed, or an unreadable file)."""
+    return read_calibration_file(calibration_path(spec, directory))
 
 
 def save_calibration(spec, calibration, directory=None):
@@ -118,5 +132,4 @@ def save_calibration(spec, calibration, directory=None):
     path = calibration_path(spec, directory)
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     os.chmod(os.path.dirname(path), 0o700)
-    atomic_write_bytes(path, json.dumps(calibration.to_dict(), indent=1, sort_keys=True).encode(), mode=0o600)
-    return path
+    return write_calibration_file(path, calibration)
