@@ -152,21 +152,28 @@ def measure(args):
 
 
 def table(rows):
-    """Text lines of the comparison and the MAPE line."""
-    lines = ["{:<6} {:<16} {:>10} {:>10} {:>8} {:>7}".format("model", "builder", "predicted", "measured", "error",
+    """Text lines of the comparison and the MAPE lines: over the five presets of issue 14, and over all."""
+    lines = ["{:<6} {:<21} {:>10} {:>10} {:>8} {:>7}".format("model", "builder", "predicted", "measured", "error",
                                                              "comm")]
-    errors = []
+    errors = {}
     for row in rows:
         error = (row["predicted_ms"] - row["measured_ms"]) / row["measured_ms"] if row["measured_ms"] else None
         if error is not None:
-            errors.append(abs(error))
-        lines.append("{:<6} {:<16} {:>10.2f} {:>10} {:>8} {:>6.0f}%".format(
+            errors[row["model"], row["builder"]] = abs(error)
+        lines.append("{:<6} {:<21} {:>10.2f} {:>10} {:>8} {:>6.0f}%".format(
             row["model"], row["builder"], row["predicted_ms"],
             "-" if row["measured_ms"] is None else "{:.2f}".format(row["measured_ms"]),
             "-" if error is None else "{:+.0%}".format(error), 100 * row["comm_share"]))
-    mape = sum(errors) / len(errors) if errors else None
-    lines.append("MAPE over {} rows: {}".format(len(errors), "-" if mape is None else "{:.1%}".format(mape)))
+    presets = [e for (_, builder), e in errors.items() if builder in CANDIDATE_CONFIGS]
+    mape = sum(presets) / len(presets) if presets else None
+    lines.append("MAPE over the {} rows of the five presets: {}".format(len(presets), _percent(mape)))
+    if len(errors) > len(presets):
+        lines.append("MAPE over all {} rows: {}".format(len(errors), _percent(sum(errors.values()) / len(errors))))
     return lines, mape
+
+
+def _percent(value):
+    return "-" if value is None else "{:.1%}".format(value)
 
 
 def _parser():

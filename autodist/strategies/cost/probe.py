@@ -9,8 +9,10 @@ protocol steps), and this process drives every other measurement from the
 chief's in-process server; a one-node spec is measured in a local session.
 The chief's in-process server lives until the process ends, so call the
 probe from a process that does nothing else with TensorFlow servers
-(``autodist calibrate`` does). Each figure is the fastest of ``repeats`` runs
-(of one step, or of :data:`.protocol.STEPS` protocol steps)::
+(``autodist calibrate`` does). Each figure is the median of ``repeats`` runs
+(of one step, or of :data:`.protocol.STEPS` protocol steps): a job's step
+time is a median over steps too, on a machine as busy as it is while the
+probe runs (the fastest run would describe an idle machine)::
 
     fixed_step_s         a step that reads one float on the chief
     rpc bandwidth        BIG bytes / (fetch of the BIG variable on the next node - of 1 float)
@@ -34,6 +36,7 @@ GPUs (all-reduce runs under backprop) and 0 on CPUs (the replica's own cores
 move the bytes).
 """
 import os
+import statistics
 import tempfile
 import time
 
@@ -54,7 +57,7 @@ def _best_time(session, fetches, repeats):
         started = time.perf_counter()
         session.run(fetches)
         times.append(time.perf_counter() - started)
-    return min(times)
+    return statistics.median(times)
 
 
 def _local_bandwidth(np, repeats):
@@ -65,7 +68,7 @@ def _local_bandwidth(np, repeats):
         started = time.perf_counter()
         np.copyto(dst, src)
         times.append(time.perf_counter() - started)
-    return BIG_BYTES / max(min(times), 1e-9)
+    return BIG_BYTES / max(statistics.median(times), 1e-9)
 
 
 def _graph(tf, devices):

@@ -22,8 +22,9 @@ probe (:mod:`.probe`) fits from them what a single session's fetches cannot show
                 node (sparse accumulator, take, scatter update): the servers' sparse rate
     ar_step     a one-float all-reduce run by every node: a collective step's own cost
 
-Each figure is the fastest of ``repeats`` runs of ``steps`` steps, per step.
+Each figure is the median of ``repeats`` runs of ``steps`` steps, per step.
 """
+import statistics
 import time
 
 __all__ = ["PS_VARIABLES", "SPARSE_ROWS", "SPARSE_WIDTH", "MEASUREMENTS", "MEMBER_TIMEOUT", "STEPS", "protocol_graph",
@@ -141,10 +142,10 @@ def _run(session, fetch, steps):
 
 
 def time_protocol(session, fetch, steps=STEPS, repeats=5):
-    """The fastest of ``repeats`` runs of ``steps`` protocol steps, per step. Every node's process
+    """The median of ``repeats`` runs of ``steps`` protocol steps, per step. Every node's process
     calls this with the same arguments at the same time (the protocol holds them in step)."""
     _run(session, fetch, 2)
-    return min(_run(session, fetch, steps) for _ in range(repeats))
+    return statistics.median(_run(session, fetch, steps) for _ in range(repeats))
 
 
 def _wait_initialized(tf, session, timeout):
