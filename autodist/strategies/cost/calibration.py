@@ -26,7 +26,8 @@ import os
 from autodist.fileio import atomic_write_bytes
 
 __all__ = ["Calibration", "prior_calibration", "spec_key", "calibration_path", "load_calibration",
-           "save_calibration", "read_calibration_file", "write_calibration_file", "JOB_CALIBRATION_FILE", "DEFAULT_CALIBRATION_DIR", "PRIOR_LATENCY_S", "PRIOR_FIXED_STEP_S", "PRIOR_ROUND_TRIP_S",
+           "save_calibration", "read_calibration_file", "write_calibration_file", "JOB_CALIBRATION_FILE",
+           "DEFAULT_CALIBRATION_DIR", "PRIOR_LATENCY_S", "PRIOR_FIXED_STEP_S", "PRIOR_ROUND_TRIP_S",
            "PRIOR_FLOPS", "PRIOR_GPU_FLOPS", "PRIOR_LOCAL_BANDWIDTH", "PRIOR_UPDATE_BYTES_PER_S",
            "PRIOR_SPARSE_UPDATE_BYTES_PER_S", "PRIOR_PS_STEP_S"]
 

@@ -23,7 +23,9 @@ probe runs (the fastest run would describe an idle machine)::
                          take, apply, release and wait for the token) with one 1-float variable
     sparse update rate   the servers' sparse rows / (ps_sparse - ps_one - their time on the wire)
     collective latency   (32 tiny all-reduces - 1) / 31 / 2 (N - 1) messages of a hop
-    collective bandwidth 2 (N - 1) / N * BIG / (all-reduce of BIG - of 1 float)
+    collective bandwidth 2 (N - 1) / N * COLLECTIVE_BYTES / (ar_big - ar_step): a 16 MiB
+                         all-reduce that every node runs from its own client, as the kernel's
+                         buckets do
     round_trip_s         ar_step - fixed_step_s - 2 (N - 1) collective latencies: a one-float
                          all-reduce that every node runs from its own client
     update rate          BIG / (assign_add of BIG on the chief - a step on the chief alone)
@@ -41,12 +43,13 @@ import tempfile
 import time
 
 from autodist.strategies.cost.calibration import Calibration
-from autodist.strategies.cost.protocol import (MEASUREMENTS, MEMBER_TIMEOUT, PS_VARIABLES, SPARSE_ROWS, SPARSE_WIDTH,
-                                               protocol_graph, task_devices, time_protocol)
+from autodist.strategies.cost.protocol import (COLLECTIVE_BYTES, MEASUREMENTS, MEMBER_TIMEOUT, PS_VARIABLES,
+                                               SPARSE_ROWS, SPARSE_WIDTH, protocol_graph, task_devices,
+                                               time_protocol)
 
 __all__ = ["probe", "BIG_BYTES", "SMALL_COUNT"]
 
-BIG_BYTES = 16 << 20
+BIG_BYTES = COLLECTIVE_BYTES   # every big transfer the size of the protocol's big all-reduce: 16 MiB
 SMALL_COUNT = 32
 
 
@@ -96,7 +99,7 @@ def _graph(tf, devices):
         value = matrix.read_value()
         ops["matmul"] = tf.reduce_sum(tf.matmul(value, value)[:1])
     if n > 1:
-        for key, size, count in (("ar_one", 1, 1), ("ar_many", 1, SMALL_COUNT), ("ar_big", elements, 1)):
+        for key, size, count in (("ar_one", 1, 1), ("ar_many", 1, SMALL_COUNT)):
             done = []
             for device in devices:
                 with tf.device(device):
@@ -133,7 +136,8 @@ def _measure(tf, np, target, config, devices, repeats):
     """The calibration's measured fields (see the module docstring for each formula)."""
     t = _timings(tf, target, config, devices, repeats)
     n, local = len(devices), _local_bandwidth(np, repeats)
-    found = dict(fixed_step_s=t["local"], local_bandwidth=local, flops=2.0 * 512 ** 3 / max(t["matmul"] - t["local"], 1e-6),
+    found = dict(fixed_step_s=t["local"], local_bandwidth=local,
+                 flops=2.0 * 512 ** 3 / max(t["matmul"] - t["local"], 1e-6),
                  update_bytes_per_s=BIG_BYTES / max(t["update"] - t["local"], 1e-6))
     if n == 1:
         found.update(rpc_latency_s=0.0, rpc_bandwidth=local, collective_latency_s=0.0, collective_bandwidth=local,
@@ -144,7 +148,7 @@ def _measure(tf, np, target, config, devices, repeats):
                  rpc_bandwidth=BIG_BYTES / max(t["big"] - t["one"], 1e-6),
                  rpc_duplex=_duplex(t["big"] - t["one"], t["both"] - t["one"]),
                  collective_latency_s=max(t["ar_many"] - t["ar_one"], 0.0) / (SMALL_COUNT - 1) / (2 * (n - 1)),
-                 collective_bandwidth=2.0 * (n - 1) / n * BIG_BYTES / max(t["ar_big"] - t["ar_one"], 1e-6))
+                 collective_bandwidth=2.0 * (n - 1) / n * COLLECTIVE_BYTES / max(t["ar_big"] - t["ar_step"], 1e-6))
     found.update(ps_step_s=max(t["ps_one"] - t["local"] - found["rpc_latency_s"], 0.0),
                  round_trip_s=max(t["ar_step"] - t["local"] - 2 * (n - 1) * found["collective_latency_s"], 0.0))
     found["sparse_update_bytes_per_s"] = _sparse_rate(t, found, n, 2.0 - found["rpc_duplex"])

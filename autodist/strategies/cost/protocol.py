@@ -21,14 +21,15 @@ probe (:mod:`.probe`) fits from them what a single session's fetches cannot show
     ps_sparse   one SPARSE_ROWS x SPARSE_WIDTH table, SPARSE_ROWS distinct rows pushed by every
                 node (sparse accumulator, take, scatter update): the servers' sparse rate
     ar_step     a one-float all-reduce run by every node: a collective step's own cost
+    ar_big      a COLLECTIVE_BYTES all-reduce run by every node: (ar_big - ar_step) is its ring
 
 Each figure is the median of ``repeats`` runs of ``steps`` steps, per step.
 """
 import statistics
 import time
 
-__all__ = ["PS_VARIABLES", "SPARSE_ROWS", "SPARSE_WIDTH", "MEASUREMENTS", "MEMBER_TIMEOUT", "STEPS", "protocol_graph",
-           "time_protocol", "task_devices", "member_main"]
+__all__ = ["PS_VARIABLES", "SPARSE_ROWS", "SPARSE_WIDTH", "COLLECTIVE_BYTES", "MEASUREMENTS", "MEMBER_TIMEOUT",
+           "STEPS", "protocol_graph", "time_protocol", "task_devices", "member_main"]
 
 PS_VARIABLES = 16
 SPARSE_ROWS = 4096
@@ -36,7 +37,9 @@ SPARSE_WIDTH = 64
 _TABLE_ROWS = 4 * SPARSE_ROWS
 _ANY_STEP = 2 ** 62
 #: The protocol measurements, in the order every node runs them.
-MEASUREMENTS = ("ps_one", "ps_many", "ps_sparse", "ar_step")
+MEASUREMENTS = ("ps_one", "ps_many", "ps_sparse", "ar_step", "ar_big")
+#: Bytes of the big all-reduce every node runs (the collective bandwidth).
+COLLECTIVE_BYTES = 16 << 20
 STEPS = 20
 #: Seconds another node's process waits for the chief at most (the first step, each step).
 MEMBER_TIMEOUT = 120.0
@@ -119,11 +122,12 @@ def _protocol_ops(tf, devices, name):
         steps[key] = _ps_step(tf, devices, "{}/{}".format(name, key), group)
         variables += [var for var, _, _ in group]
     if len(devices) > 1:
-        steps["ar_step"] = []
-        for device in devices:
-            with tf.device(device):
-                steps["ar_step"].append(collective_ops.all_reduce_v2(
-                    tf.ones([1]), len(devices), 7, 7001, merge_op="Add", final_op="Id").op)
+        for key, elements, instance in (("ar_step", 1, 7001), ("ar_big", COLLECTIVE_BYTES // 4, 7002)):
+            steps[key] = []
+            for device in devices:
+                with tf.device(device):
+                    steps[key].append(collective_ops.all_reduce_v2(
+                        tf.ones([elements]), len(devices), 7, instance, merge_op="Add", final_op="Id").op)
     return steps, [v.initializer for v in variables]
 
 
