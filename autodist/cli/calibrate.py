@@ -15,15 +15,17 @@ import sys
 
 __all__ = ["register", "calibration_rows"]
 
-_ROWS = (("rpc_latency_s", "rpc latency (PS push/pull, per message)", 1e6, "us"),
+_ROWS = (("rpc_latency_s", "rpc latency (a PS variable's push/pull, per message)", 1e6, "us"),
          ("rpc_bandwidth", "rpc bandwidth", 1e-6, "MB/s"),
          ("rpc_duplex", "rpc both ways at once (1) or in turn (0)", 1.0, ""),
          ("collective_latency_s", "collective latency (per ring message)", 1e6, "us"),
          ("collective_bandwidth", "collective bandwidth", 1e-6, "MB/s"),
          ("local_bandwidth", "in-process copy bandwidth", 1e-6, "MB/s"),
          ("update_bytes_per_s", "parameter-server update rate", 1e-6, "MB/s"),
+         ("sparse_update_bytes_per_s", "parameter-server sparse update rate", 1e-6, "MB/s"),
          ("fixed_step_s", "fixed cost per step", 1e3, "ms"),
-         ("round_trip_s", "round trip to another node", 1e3, "ms"),
+         ("ps_step_s", "synchronous PS protocol per step", 1e3, "ms"),
+         ("round_trip_s", "collective round trip per step", 1e3, "ms"),
          ("overlap", "overlap of communication with backprop", 1.0, ""),
          ("flops", "float operations per second (one replica)", 1e-9, "GFLOP/s"))
 

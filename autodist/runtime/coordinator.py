@@ -157,8 +157,12 @@ class Coordinator:
             return self._python
         return sys.executable if isinstance(runner, LocalRunner) else "python3"
 
-    def launch(self, strategy_path, argv, cwd, serve_chief=False):
+    def launch(self, strategy_path, argv, cwd, serve_chief=False, staged=()):
         """Start the other nodes; returns the chief's JobContext. ``argv`` is what runs after ``python``.
+
+        ``staged``: more local files copied into the job directory of every
+        node, next to the strategy, under their own names (the chief's
+        calibration for AutoStrategy).
 
         ``serve_chief``: this process is the chief, and its own TensorFlow
         server starts (``server.start_in_process``) as soon as the ports are
@@ -178,7 +182,7 @@ class Coordinator:
             self._signals.check()
             servers = self._pick_ports()
             self._workdir = job_workdir(self._base, self.job_id)
-            self._stage(strategy_path)
+            self._stage(strategy_path, staged)
             self.logs.create()
             self._signals.check()
             chief = self.spec.chief
@@ -218,7 +222,7 @@ class Coordinator:
             servers[address] = _host_port(address, port)
         return servers
 
-    def _stage(self, strategy_path):
+    def _stage(self, strategy_path, staged=()):
         from autodist.runner.allocation import workdir_argv
         for address, runner in self._runners.items():
             self._created.add(address)   # before it exists: a stop from now on removes it
@@ -228,6 +232,8 @@ class Coordinator:
                 raise LaunchError("{}: cannot create the job directory {} (exit code {}): {}".format(
                     address, self._workdir, code, output.strip()[-300:] or "no output"))
             runner.copy(strategy_path, posixpath.join(self._workdir, STRATEGY_FILE))
+            for path in staged:
+                runner.copy(path, posixpath.join(self._workdir, os.path.basename(path)))
 
     def _serve_chief(self):
         chief = {n.address: n for n in self.spec.node_specs}[self.spec.chief]

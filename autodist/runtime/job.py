@@ -11,6 +11,7 @@
                                                            per node (autodist.runner) starting
                                                            python -m autodist.runtime.server
         member of a job                         the chief writes the strategy, the others read it
+                                                (and the chief's calibration, for AutoStrategy)
         (launched by a chief, or given a JobContext)
         every node                              open_node_session (runtime.node_session)
         every node, every session               job.on_session callbacks (restore-or-initialize, saves)
@@ -61,6 +62,11 @@ def build_strategy(graph_item, resource_spec, builder):
     from autodist.strategies import StrategyCompiler
     strategy = builder.build(graph_item, resource_spec)
     return StrategyCompiler(graph_item, resource_spec).compile(strategy)
+
+
+def _write_calibration(directory, calibration):
+    from autodist.strategies.cost.calibration import JOB_CALIBRATION_FILE, write_calibration_file
+    return write_calibration_file(os.path.join(directory, JOB_CALIBRATION_FILE), calibration)
 
 
 def load_strategy(context):
@@ -207,6 +213,7 @@ class Job:
     def _start(self, item):
         from autodist.runner import new_job_id
         job_id = new_job_id()
+        calibration = self._keep_calibration()
         strategy = build_strategy(item, self._spec, self.strategy_builder)
         if self._spec is not self._full_spec:   # shrunk at this relaunch: say how the plan changed
             before = build_strategy(item, self._full_spec, self.strategy_builder)
@@ -217,19 +224,35 @@ class Job:
             self._session_args = (context, None, None)
             return open_node_session(item, strategy, context, self._spec, monitor=self._monitor,
                                      **self._views(context, strategy, item))
-        return self._launch(item, strategy, job_id)
+        return self._launch(item, strategy, job_id, calibration)
 
-    def _launch(self, item, strategy, job_id):
+    def _keep_calibration(self):
+        """The chief's calibration for its builder (None: the builder plans without one), fixed for the
+        job: the chief's builder keeps it, and every node gets it with the strategy."""
+        calibration = self.strategy_builder.job_calibration(self._spec)
+        if calibration is not None:
+            self._builder = self._builder.with_calibration(calibration)
+        return calibration
+
+    def _adopt_calibration(self, strategy_path):
+        """A member plans as the chief does: with the calibration shipped next to the strategy, if any."""
+        from autodist.strategies.cost.calibration import JOB_CALIBRATION_FILE, read_calibration_file
+        calibration = read_calibration_file(os.path.join(os.path.dirname(strategy_path), JOB_CALIBRATION_FILE))
+        if calibration is not None:
+            self._builder = self.strategy_builder.with_calibration(calibration)
+
+    def _launch(self, item, strategy, job_id, calibration):
         argv = self._launch_argv if self._launch_argv is not None else script_argv()
         staging = tempfile.mkdtemp(prefix="autodist-")
         try:   # the staged copy goes also when the launch fails (preflight, a signal)
             path = strategy.serialize(os.path.join(staging, "strategy.pb"))
+            staged = [_write_calibration(staging, calibration)] if calibration is not None else []
             self._coordinator = coordinator = Coordinator(
                 self._spec, job_id, verbose=self._verbose, monitor=self._monitor, stall_timeout=self._stall_timeout,
                 worker_env=self.worker_env, before_term=self._before_term,
                 runner_factory=runner_factory(self._launcher))
             atexit.register(self._finish_at_exit)
-            context = coordinator.launch(path, argv, os.getcwd(), serve_chief=True)
+            context = coordinator.launch(path, argv, os.getcwd(), serve_chief=True, staged=staged)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         self._session_args = (context, coordinator.failure, coordinator.abort)
@@ -239,11 +262,16 @@ class Job:
 
     def _join(self, item):
         context = self._context
+        path = os.path.expanduser(context.strategy_path)
         if context.is_chief:
+            calibration = self._keep_calibration()
+            if calibration is not None:   # before the strategy, for which the others wait
+                _write_calibration(os.path.dirname(path), calibration)
             strategy = build_strategy(item, self._spec, self.strategy_builder)
-            strategy.serialize(os.path.expanduser(context.strategy_path))
+            strategy.serialize(path)
         else:
             strategy = load_strategy(context)
+            self._adopt_calibration(path)
         failure = self._chief_lost if self._launched_by_chief else None
         self._session_args = (context, failure, None)
         if self._launched_by_chief and self._reporter is None:
@@ -272,7 +300,8 @@ class Job:
         A function traced after the session exists grows the graph, which the
         session refuses to run. Every node runs the same script and gets here at
         the same call; each builds the strategy itself (builders are pure
-        functions of graph and spec) and the session gets its own job id,
+        functions of graph and spec; AutoStrategy's also of the chief's
+        calibration, which every node kept at the start) and the session gets its own job id,
         ``<job>-g<n>-<strategy id>``: fresh containers and collective keys (derived
         from that id, also when the job injected a key base), and nodes that
         planned differently never meet. The caller moves the

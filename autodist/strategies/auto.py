@@ -20,7 +20,10 @@ contract); the cheapest wins, a preset on a tie.
 What the choice depends on, so that every node that builds gets the same plan:
 the variables, the spec, and the calibration rounded to two significant digits
 (:meth:`Calibration.rounded`): by default the probe's cache for the spec, else
-the spec's prior; a job on one machine shares the cache file. The compute
+the spec's prior. A job plans with its chief's: the chief ships it with the
+strategy (``calibration.json`` in the job directory) and every node that
+builds again (a session reopened by ``ad.function``) uses it
+(:meth:`with_calibration`), whatever its own cache holds. The compute
 figure is the graph's float-operation estimate (a deterministic function of the
 graph), not a timing; a measured ``compute`` may be passed by a caller that
 builds once (``autodist plan`` reports measured predictions separately).
@@ -102,7 +105,15 @@ class AutoStrategy(StrategyBuilder):
 
     def calibration(self, resource_spec):
         """The rounded calibration the search uses on ``resource_spec``."""
-        return (self._calibration or cluster_calibration(resource_spec)).rounded()
+        return self.job_calibration(resource_spec).rounded()
+
+    def job_calibration(self, resource_spec):
+        """The calibration given, else the probe's cache for ``resource_spec``, else its prior."""
+        return self._calibration or cluster_calibration(resource_spec)
+
+    def with_calibration(self, calibration):
+        """The same search with ``calibration`` (a job ships the chief's to every node)."""
+        return AutoStrategy(calibration=calibration, compute=self._compute, batch=self._batch)
 
     def search_variables(self, variables, resource_spec, compute=None, calibration=None):
         """The :class:`AutoResult` for a ``BuilderVariable`` list (no graph needed)."""

@@ -173,6 +173,17 @@ class StrategyBuilder(abc.ABC):
     def build(self, graph_item, resource_spec):
         """Return a :class:`Strategy` for ``graph_item`` on ``resource_spec``."""
 
+    def job_calibration(self, resource_spec):
+        """The cluster measurements (a ``cost.Calibration``) this builder plans with on ``resource_spec``,
+        which a job ships from its chief to every node; None for a builder that plans from the graph and
+        the spec alone (every preset)."""
+        return None
+
+    def with_calibration(self, calibration):
+        """This builder planning with ``calibration`` (the job's, from :meth:`job_calibration` on the
+        chief), so that every node that builds gets the chief's plan."""
+        return self
+
 
 class VariableStrategyBuilder(StrategyBuilder):
     """A builder whose algorithm reads only the variables (``inputs.BuilderVariable``) and the spec.

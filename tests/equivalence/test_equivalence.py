@@ -57,8 +57,9 @@ def test_auto_strategy_equivalent_to_single_device(model, pools, tmp_path):
 #: Parameter-server bytes cost everything, collectives more: on 2nodes-1+1 AutoStrategy's search then
 #: balances the two servers by splitting the cnn's two largest kernels (a "searched" plan, no preset).
 _RPC_BOUND = dict(rpc_latency_s=0.0, rpc_bandwidth=1e3, rpc_duplex=1.0, collective_latency_s=1.0,
-                  collective_bandwidth=1.0, local_bandwidth=1e12, update_bytes_per_s=1e12, fixed_step_s=0.0,
-                  round_trip_s=0.0, overlap=0.0, flops=1e9)
+                  collective_bandwidth=1.0, local_bandwidth=1e12, update_bytes_per_s=1e12,
+                  sparse_update_bytes_per_s=1e12, fixed_step_s=0.0, round_trip_s=0.0, ps_step_s=0.0, overlap=0.0,
+                  flops=1e9)
 
 
 @pytest.mark.slow

@@ -21,7 +21,8 @@ PRESETS = ["PS", "PSLoadBalancing", "PartitionedPS", "AllReduce", "Parallax"]
 def _calibration(**changes):
     values = dict(rpc_latency_s=50e-6, rpc_bandwidth=1.2e9, rpc_duplex=1.0, collective_latency_s=100e-6,
                   collective_bandwidth=0.4e9,
-                  local_bandwidth=20e9, update_bytes_per_s=10e9, fixed_step_s=2e-3, round_trip_s=1e-3, overlap=0.0,
+                  local_bandwidth=20e9, update_bytes_per_s=10e9, sparse_update_bytes_per_s=1e9, fixed_step_s=2e-3,
+                  round_trip_s=1e-3, ps_step_s=3e-3, overlap=0.0,
                   flops=1e11,
                   source="probe")
     values.update(changes)

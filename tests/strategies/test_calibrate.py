@@ -46,3 +46,21 @@ def test_probe_of_the_loopback_cluster_is_cached_privately(tmp_path):
     shown = subprocess.run([sys.executable, "-m", "autodist", "calibrate", "-r", TWO_NODES, "--show", "--format",
                             "json"], env=env, capture_output=True, text=True, timeout=120)
     assert json.loads(shown.stdout)["calibration"] == found
+
+
+def test_the_protocol_steps_give_every_node_its_own_fetch_in_one_order():
+    import tensorflow as tf
+    from autodist.runtime.context import JobContext
+    from autodist.strategies.cost.protocol import MEASUREMENTS, protocol_graph, task_devices
+    servers = {"10.0.0.1": "10.0.0.1:1", "10.0.0.2": "10.0.0.2:2", "10.0.0.3": "10.0.0.3:3"}
+    member = JobContext(job_id="j", address="10.0.0.1", servers=servers, chief="10.0.0.2", strategy_path="")
+    devices, index = task_devices(member)
+    assert devices == ["/job:worker/task:1/device:CPU:0", "/job:worker/task:0/device:CPU:0",
+                       "/job:worker/task:2/device:CPU:0"] and index == 1   # the chief's first, the same everywhere
+    with tf.Graph().as_default():
+        steps, initializers = protocol_graph(tf, devices)
+    assert tuple(steps) == MEASUREMENTS and all(len(fetches) == 3 for fetches in steps.values())
+    assert len(initializers) == 1 + 16 + 1
+    with tf.Graph().as_default():
+        alone, _ = protocol_graph(tf, devices[:1])
+    assert tuple(alone) == MEASUREMENTS[:3] and all(len(fetches) == 1 for fetches in alone.values())

@@ -1,4 +1,5 @@
 """The cost model's pieces on hand-computed cases: bytes per link, overlap, prediction, calibration cache."""
+import json
 import os
 import stat
 
@@ -11,7 +12,7 @@ from autodist.strategies.base import Strategy
 from autodist.strategies.cost import (Calibration, Compute, load_calibration, predict, prior_calibration,
                                       save_calibration, step_traffic)
 from autodist.strategies.cost.calibration import spec_key
-from autodist.strategies.cost.model import exposed_comm_s, node_comm_s
+from autodist.strategies.cost.model import exposed_comm_s, fixed_step_s, node_comm_s
 from autodist.strategies.cost.traffic import COLLECTIVE, RPC
 
 from conftest import _spec_from, _var
@@ -34,8 +35,8 @@ def _links(traffic):
 def _calibration(**changes):
     values = dict(rpc_latency_s=0.01, rpc_bandwidth=1000.0, rpc_duplex=1.0, collective_latency_s=0.02,
                   collective_bandwidth=500.0,
-                  local_bandwidth=8000.0, update_bytes_per_s=8000.0, fixed_step_s=0.5, round_trip_s=0.1, overlap=0.5,
-                  flops=1e9)
+                  local_bandwidth=8000.0, update_bytes_per_s=8000.0, sparse_update_bytes_per_s=800.0, fixed_step_s=0.5,
+                  round_trip_s=0.1, ps_step_s=0.3, overlap=0.5, flops=1e9)
     values.update(changes)
     return Calibration(**values)
 
@@ -83,7 +84,7 @@ def test_ring_all_reduce_fuses_a_group_and_rings_the_replicas():
     # hop bytes 2 (N - 1) / N * G = 4/3 * (6000 + 1000); 2 (N - 1) = 4 messages per group and hop
     hop = (4.0 / 3.0 * 6000 + 4.0 / 3.0 * 1000, 8)
     assert _links(traffic) == {(COLLECTIVE, A, A): hop, (COLLECTIVE, A, B): hop, (COLLECTIVE, B, A): hop}
-    assert traffic.round_trips() == 1
+    assert traffic.exchanges() == (COLLECTIVE,)
 
 
 def test_sparse_all_reduce_is_an_all_gather_of_the_touched_rows():
@@ -125,8 +126,8 @@ def test_prediction_of_a_ps_plan_by_hand():
     assert node_comm_s(traffic, A, calibration) == pytest.approx(4.01 + 1.0 + 1.0)
     assert node_comm_s(traffic, B, calibration) == pytest.approx(4.01)
     prediction = predict(strategy, [w], Compute(3.0), calibration)
-    # backprop 2 s x overlap 0.5 hides 1 s; fixed = 0.5 + 3 round trips (pull, push, token) x 0.1
-    assert traffic.round_trips() == 3
+    # backprop 2 s x overlap 0.5 hides 1 s; fixed = 0.5 + the PS protocol's exchange (pull, push, token) 0.3
+    assert traffic.exchanges() == (RPC,)
     assert prediction.bottleneck == A
     assert prediction.step_s == pytest.approx(3 + 0.8 + 5.01)
     assert prediction.comm_share == pytest.approx(5.01 / 8.81)
@@ -177,3 +178,41 @@ def test_calibration_cache_is_private_and_keyed_by_the_nodes(tmp_path):
 def test_rounded_calibration_keeps_two_significant_digits():
     rounded = _calibration(rpc_bandwidth=123456.0, fixed_step_s=0.001234).rounded()
     assert rounded.rpc_bandwidth == 120000.0 and rounded.fixed_step_s == 0.0012
+
+
+def test_sparse_rows_on_a_parameter_server_are_merged_at_the_sparse_rate():
+    spec = _spec_from([(A, (), (0,)), (B, (), (0,))])
+    emb = _var("emb", [100, 4], sparse=True)   # 10 rows of 16 bytes + 8 bytes of index: 240 B a push
+    entry = variable_entry(emb.name, "emb", [PSEntry(B + ":CPU:0", sync=True)])
+    traffic = step_traffic(_strategy([entry], [A + ":CPU:0", B + ":CPU:0"]), [emb], {emb.name: 10})
+    assert traffic.sparse_server_bytes == {B: 480.0} and traffic.server_bytes == {}
+    # B: 240 B each way at 1000 B/s + 1 message x 0.01 s; 240 B local push and pull at 8000 B/s; 480 B at 800 B/s
+    assert node_comm_s(traffic, B, _calibration()) == pytest.approx(0.24 + 0.01 + 480 / 8000 + 480 / 800)
+
+
+def test_a_plan_with_a_parameter_server_and_a_ring_pays_the_longer_exchange():
+    spec = _spec_from([(A, (), (0,)), (B, (), (0,))])
+    w, v = _var("W", [10]), _var("V", [10])
+    entries = [variable_entry(w.name, "W", [PSEntry(B + ":CPU:0", sync=True)]),
+               variable_entry(v.name, "V", [AllReduceEntry(group=0)])]
+    replicas = [A + ":CPU:0", B + ":CPU:0"]
+    both = step_traffic(_strategy(entries, replicas), [w, v])
+    assert both.exchanges() == (RPC, COLLECTIVE)
+    assert fixed_step_s(both, _calibration()) == pytest.approx(0.5 + 0.3)                   # ps_step_s 0.3
+    assert fixed_step_s(both, _calibration(round_trip_s=0.4)) == pytest.approx(0.5 + 0.4)   # the ring's, longer
+    ring = step_traffic(_strategy(entries[1:], replicas), [v])
+    assert fixed_step_s(ring, _calibration()) == pytest.approx(0.5 + 0.1)
+    local = [variable_entry(w.name, "W", [PSEntry(A + ":CPU:0", sync=True)])]
+    alone = step_traffic(_strategy(local, [A + ":CPU:0"]), [w])   # one node: nothing to exchange
+    assert alone.exchanges() == () and fixed_step_s(alone, _calibration()) == 0.5
+
+
+def test_a_cache_written_before_a_field_existed_is_not_used(tmp_path):
+    spec = _spec_from([(A, (), (0,)), (B, (), (0,))])
+    directory = str(tmp_path / "calibration")
+    path = save_calibration(spec, _calibration(source="probe"), directory)
+    old = json.loads(open(path).read())
+    del old["ps_step_s"]
+    with open(path, "w") as handle:
+        json.dump(old, handle)
+    assert load_calibration(spec, directory) is None

@@ -9,9 +9,11 @@
 Modules: ``traffic`` (bytes and messages per link, read from the plan through
 ``autodist.kernel.contract``), ``model`` (step time from traffic, compute and
 calibration), ``calibration`` (the constants, their cache and the spec's
-prior), ``probe`` (measures them over TensorFlow's transport), ``compute``
-(the single-device step, measured or estimated). See ``docs/cost_model.md``.
-TensorFlow is imported only by ``probe`` and ``compute``, when they run.
+prior), ``probe`` (measures them over TensorFlow's transport), ``protocol``
+(the probe's synchronous-PS and collective steps, every node running its own
+client), ``compute`` (the single-device step, measured or estimated). See
+``docs/cost_model.md``. TensorFlow is imported only by ``probe``,
+``protocol`` and ``compute``, when they run.
 """
 from autodist.strategies.cost.calibration import (Calibration, load_calibration, prior_calibration,
                                                   save_calibration)

@@ -26,20 +26,28 @@ import os
 from autodist.fileio import atomic_write_bytes
 
 __all__ = ["Calibration", "prior_calibration", "spec_key", "calibration_path", "load_calibration",
-           "save_calibration", "DEFAULT_CALIBRATION_DIR", "PRIOR_LATENCY_S", "PRIOR_FIXED_STEP_S", "PRIOR_ROUND_TRIP_S",
-           "PRIOR_FLOPS", "PRIOR_GPU_FLOPS", "PRIOR_LOCAL_BANDWIDTH", "PRIOR_UPDATE_BYTES_PER_S"]
+           "save_calibration", "read_calibration_file", "write_calibration_file", "JOB_CALIBRATION_FILE",
+           "DEFAULT_CALIBRATION_DIR", "PRIOR_LATENCY_S", "PRIOR_FIXED_STEP_S", "PRIOR_ROUND_TRIP_S",
+           "PRIOR_FLOPS", "PRIOR_GPU_FLOPS", "PRIOR_LOCAL_BANDWIDTH", "PRIOR_UPDATE_BYTES_PER_S",
+           "PRIOR_SPARSE_UPDATE_BYTES_PER_S", "PRIOR_PS_STEP_S"]
 
 #: Where the probe's results are cached (``~`` expanded when used).
 DEFAULT_CALIBRATION_DIR = os.path.join("~", ".autodist", "calibration")
+#: The chief's calibration in a job's directory, next to its strategy: every node plans with it.
+JOB_CALIBRATION_FILE = "calibration.json"
 #: Priors for what the spec does not say: one gRPC message's latency, a session step's fixed cost,
 #: a CPU replica's and a GPU replica's sustained float rate, in-process copies, a server's apply rate.
 PRIOR_LATENCY_S = 100e-6
 PRIOR_FIXED_STEP_S = 1e-3
 PRIOR_ROUND_TRIP_S = 2 * PRIOR_LATENCY_S
+#: A synchronous PS step waits for the pull, the push into the accumulator and the release token.
+PRIOR_PS_STEP_S = 3 * PRIOR_ROUND_TRIP_S
 PRIOR_FLOPS = 20e9
 PRIOR_GPU_FLOPS = 25e12
 PRIOR_LOCAL_BANDWIDTH = 5e9
 PRIOR_UPDATE_BYTES_PER_S = 5e9
+#: A sparse accumulator merges rows by index (a copy per row, no vectorized add): ~10x slower.
+PRIOR_SPARSE_UPDATE_BYTES_PER_S = 5e8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,8 +61,10 @@ class Calibration:
     collective_bandwidth: float
     local_bandwidth: float
     update_bytes_per_s: float
+    sparse_update_bytes_per_s: float   # a server's rate on sparse gradients (accumulate rows, take, scatter)
     fixed_step_s: float       # a session step that stays on the chief
-    round_trip_s: float       # one more for each sequential exchange with another node
+    round_trip_s: float       # a collective step's exchange with the other nodes
+    ps_step_s: float          # a synchronous parameter server's pull, push, take and token with another node
     overlap: float            # 0: communication waits for backprop; 1: it hides under all of it
     flops: float              # one replica's float operations per second
     source: str = "prior"     # "prior" or "probe"
@@ -81,7 +91,8 @@ def prior_calibration(spec):
     return Calibration(rpc_latency_s=PRIOR_LATENCY_S, rpc_bandwidth=bandwidth, rpc_duplex=1.0,
                        collective_latency_s=PRIOR_LATENCY_S, collective_bandwidth=bandwidth,
                        local_bandwidth=PRIOR_LOCAL_BANDWIDTH, update_bytes_per_s=PRIOR_UPDATE_BYTES_PER_S,
-                       fixed_step_s=PRIOR_FIXED_STEP_S, round_trip_s=PRIOR_ROUND_TRIP_S,
+                       sparse_update_bytes_per_s=PRIOR_SPARSE_UPDATE_BYTES_PER_S,
+                       fixed_step_s=PRIOR_FIXED_STEP_S, round_trip_s=PRIOR_ROUND_TRIP_S, ps_step_s=PRIOR_PS_STEP_S,
                        overlap=1.0 if on_gpus else 0.0,
                        flops=PRIOR_GPU_FLOPS if on_gpus else PRIOR_FLOPS, source="prior")
 
@@ -96,13 +107,25 @@ def calibration_path(spec, directory=None):
     return os.path.join(os.path.expanduser(directory or DEFAULT_CALIBRATION_DIR), spec_key(spec) + ".json")
 
 
-def load_calibration(spec, directory=None):
-    """The cached probe of ``spec``'s cluster, or None (never probed, or an unreadable file)."""
+def read_calibration_file(path):
+    """The :class:`Calibration` in ``path``, or None (no file, an unreadable one, or one written before
+    a field the model needs existed: the probe must run again)."""
     try:
-        with open(calibration_path(spec, directory), encoding="utf-8") as handle:
+        with open(path, encoding="utf-8") as handle:
             return Calibration.from_dict(json.load(handle))
     except (OSError, ValueError, TypeError):
         return None
+
+
+def write_calibration_file(path, calibration):
+    """Write ``calibration`` to ``path`` (mode 0600, atomically); returns the path."""
+    atomic_write_bytes(path, json.dumps(calibration.to_dict(), indent=1, sort_keys=True).encode(), mode=0o600)
+    return path
+
+
+def load_calibration(spec, directory=None):
+    """The cached probe of ``spec``'s cluster, or None (never probed, or an unreadable file)."""
+    return read_calibration_file(calibration_path(spec, directory))
 
 
 def save_calibration(spec, calibration, directory=None):
@@ -110,5 +133,4 @@ def save_calibration(spec, calibration, directory=None):
     path = calibration_path(spec, directory)
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     os.chmod(os.path.dirname(path), 0o700)
-    atomic_write_bytes(path, json.dumps(calibration.to_dict(), indent=1, sort_keys=True).encode(), mode=0o600)
-    return path
+    return write_calibration_file(path, calibration)

@@ -6,13 +6,15 @@
 The step of a synchronous plan is::
 
     step = compute + fixed + exposed communication
-    fixed = session step + round trips x round-trip time (3 with a synchronous parameter
-            server on another node: pull, push, release token; 1 with only collectives)
+    fixed = session step + the protocol's exchange with other nodes: a synchronous parameter
+            server's pull, push, take and release token (ps_step_s), a collective's
+            round trip (round_trip_s); the longer of the two when a plan has both
     communication = max over nodes of the node's time on the wire and at work:
         per transport  (max(sent, received) + (1 - duplex) min(sent, received)) / bandwidth
                        + max(messages sent, messages received) * latency
         + bytes copied inside the node / local bandwidth
-        + bytes its parameter servers aggregate / update rate
+        + dense bytes its parameter servers aggregate / update rate
+        + sparse rows' bytes they aggregate / sparse update rate
     exposed = communication - min(communication, overlap * backward share * compute)
 
 A node's links share its network interface: transports and messages add up;
@@ -85,6 +87,7 @@ def node_comm_s(traffic, node, calibration):
         seconds += both_ways / bandwidth + max(sent_messages, received_messages) * latency
     seconds += traffic.local_bytes(node) / calibration.local_bandwidth
     seconds += traffic.server_bytes.get(node, 0.0) / calibration.update_bytes_per_s
+    seconds += traffic.sparse_server_bytes.get(node, 0.0) / calibration.sparse_update_bytes_per_s
     return seconds
 
 
@@ -106,5 +109,8 @@ def predict(strategy, variables, compute, calibration):
 
 
 def fixed_step_s(traffic, calibration):
-    """The session step's own cost and its sequential round trips to other nodes."""
-    return calibration.fixed_step_s + traffic.round_trips() * calibration.round_trip_s
+    """The session step's own cost and its protocol's exchanges with other nodes: the synchronous
+    parameter server's (``ps_step_s``), a collective's (``round_trip_s``); the two run side by side
+    in one step, so the longer counts."""
+    exchange = {RPC: calibration.ps_step_s, COLLECTIVE: calibration.round_trip_s}
+    return calibration.fixed_step_s + max((exchange[t] for t in traffic.exchanges()), default=0.0)

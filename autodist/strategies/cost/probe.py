@@ -3,37 +3,53 @@
     calibration = probe(spec)        # starts a TensorFlow server per node, measures, stops them
 
 A multi-node spec gets a short job of its own (``runtime.coordinator``: one
-server per node, no script), and this process drives every measurement from
-the chief's in-process server; a one-node spec is measured in a local
-session. The chief's in-process server lives until the process ends, so call
-the probe from a process that does nothing else with TensorFlow servers
-(``autodist calibrate`` does). Each figure is the fastest of ``repeats`` runs
-of one step::
+server per node; on every other node the job's script is
+``python -m autodist.strategies.cost.protocol``, that node's client of the
+protocol steps), and this process drives every other measurement from the
+chief's in-process server; a one-node spec is measured in a local session.
+The chief's in-process server lives until the process ends, so call the
+probe from a process that does nothing else with TensorFlow servers
+(``autodist calibrate`` does). Each figure is the median of ``repeats`` runs
+(of one step, or of :data:`.protocol.STEPS` protocol steps): a job's step
+time is a median over steps too, on a machine as busy as it is while the
+probe runs (the fastest run would describe an idle machine)::
 
     fixed_step_s         a step that reads one float on the chief
-    round_trip_s         a step that fetches one float from the next node - the same
-    rpc latency          (32 floats from 32 variables - 1 float) / 31
-    rpc bandwidth        BIG bytes / (the BIG variable - 1 float)
+    rpc bandwidth        BIG bytes / (fetch of the BIG variable on the next node - of 1 float)
     rpc duplex           BIG both ways at once vs one way: 1 = no slower, 0 = twice as slow
+    rpc latency          (ps_many - ps_one) / (PS_VARIABLES - 1): what one more variable adds to
+                         the synchronous PS protocol, every node running its own client
+    ps_step_s            ps_one - fixed_step_s - rpc latency: the protocol's own cost (pull, push,
+                         take, apply, release and wait for the token) with one 1-float variable
+    sparse update rate   the servers' sparse rows / (ps_sparse - ps_one - their time on the wire)
     collective latency   (32 tiny all-reduces - 1) / 31 / 2 (N - 1) messages of a hop
-    collective bandwidth 2 (N - 1) / N * BIG / (all-reduce of BIG - of 1 float)
+    collective bandwidth 2 (N - 1) / N * COLLECTIVE_BYTES / (ar_big - ar_step): a 16 MiB
+                         all-reduce that every node runs from its own client, as the kernel's
+                         buckets do
+    round_trip_s         ar_step - fixed_step_s - 2 (N - 1) collective latencies: a one-float
+                         all-reduce that every node runs from its own client
     update rate          BIG / (assign_add of BIG on the chief - a step on the chief alone)
     local bandwidth      an in-process copy of BIG bytes (numpy)
     flops                a 512 x 512 matrix product of a variable on the chief's CPU (- the same)
 
-With one node the transports are in-process: latencies are 0 and bandwidths
-the local one. ``overlap`` is 1 with GPUs (all-reduce runs under backprop) and
-0 on CPUs (the replica's own cores move the bytes).
+With one node the transports are in-process: latencies, ``ps_step_s`` and
+``round_trip_s`` are 0 and bandwidths the local one. ``overlap`` is 1 with
+GPUs (all-reduce runs under backprop) and 0 on CPUs (the replica's own cores
+move the bytes).
 """
 import os
+import statistics
 import tempfile
 import time
 
 from autodist.strategies.cost.calibration import Calibration
+from autodist.strategies.cost.protocol import (COLLECTIVE_BYTES, MEASUREMENTS, MEMBER_TIMEOUT, PS_VARIABLES,
+                                               SPARSE_ROWS, SPARSE_WIDTH, protocol_graph, task_devices,
+                                               time_protocol)
 
 __all__ = ["probe", "BIG_BYTES", "SMALL_COUNT"]
 
-BIG_BYTES = 16 << 20
+BIG_BYTES = COLLECTIVE_BYTES   # every big transfer the size of the protocol's big all-reduce: 16 MiB
 SMALL_COUNT = 32
 
 
@@ -44,7 +60,7 @@ def _best_time(session, fetches, repeats):
         started = time.perf_counter()
         session.run(fetches)
         times.append(time.perf_counter() - started)
-    return min(times)
+    return statistics.median(times)
 
 
 def _local_bandwidth(np, repeats):
@@ -55,7 +71,7 @@ def _local_bandwidth(np, repeats):
         started = time.perf_counter()
         np.copyto(dst, src)
         times.append(time.perf_counter() - started)
-    return BIG_BYTES / max(min(times), 1e-9)
+    return BIG_BYTES / max(statistics.median(times), 1e-9)
 
 
 def _graph(tf, devices):
@@ -83,7 +99,7 @@ def _graph(tf, devices):
         value = matrix.read_value()
         ops["matmul"] = tf.reduce_sum(tf.matmul(value, value)[:1])
     if n > 1:
-        for key, size, count in (("ar_one", 1, 1), ("ar_many", 1, SMALL_COUNT), ("ar_big", elements, 1)):
+        for key, size, count in (("ar_one", 1, 1), ("ar_many", 1, SMALL_COUNT)):
             done = []
             for device in devices:
                 with tf.device(device):
@@ -101,54 +117,76 @@ def _duplex(one_way, both_ways):
     return min(1.0, max(0.0, (2.0 * one_way - both_ways) / one_way))
 
 
-def _measure(tf, np, target, config, devices, repeats):
+def _timings(tf, target, config, devices, repeats):
+    """``{measurement: seconds}``: the chief's one-session steps, then the protocol steps every node
+    runs with it (``protocol.member_main`` on the others)."""
     graph = tf.Graph()
     with graph.as_default():
+        steps, protocol_initializers = protocol_graph(tf, devices)
         ops, initializers = _graph(tf, devices)
     with tf.compat.v1.Session(target, graph=graph, config=config) as session:
-        session.run(initializers)
+        session.run(initializers + protocol_initializers)
         t = {key: _best_time(session, fetch, repeats) for key, fetch in ops.items()}
-    n = len(devices)
-    local = _local_bandwidth(np, repeats)
-    found = dict(fixed_step_s=t["local"], round_trip_s=max(t["one"] - t["local"], 0.0), local_bandwidth=local,
+        t.update({key: time_protocol(session, steps[key][0], repeats=repeats) for key in MEASUREMENTS
+                  if key in steps})
+    return t
+
+
+def _measure(tf, np, target, config, devices, repeats):
+    """The calibration's measured fields (see the module docstring for each formula)."""
+    t = _timings(tf, target, config, devices, repeats)
+    n, local = len(devices), _local_bandwidth(np, repeats)
+    found = dict(fixed_step_s=t["local"], local_bandwidth=local,
                  flops=2.0 * 512 ** 3 / max(t["matmul"] - t["local"], 1e-6),
                  update_bytes_per_s=BIG_BYTES / max(t["update"] - t["local"], 1e-6))
     if n == 1:
-        found.update(rpc_latency_s=0.0, rpc_bandwidth=local, collective_latency_s=0.0, collective_bandwidth=local)
+        found.update(rpc_latency_s=0.0, rpc_bandwidth=local, collective_latency_s=0.0, collective_bandwidth=local,
+                     round_trip_s=0.0, ps_step_s=0.0)
+        found["sparse_update_bytes_per_s"] = _sparse_rate(t, found, n, 1.0)
         return found
-    found.update(rpc_latency_s=max(t["many"] - t["one"], 0.0) / (SMALL_COUNT - 1),
+    found.update(rpc_latency_s=max(t["ps_many"] - t["ps_one"], 0.0) / (PS_VARIABLES - 1),
                  rpc_bandwidth=BIG_BYTES / max(t["big"] - t["one"], 1e-6),
                  rpc_duplex=_duplex(t["big"] - t["one"], t["both"] - t["one"]),
                  collective_latency_s=max(t["ar_many"] - t["ar_one"], 0.0) / (SMALL_COUNT - 1) / (2 * (n - 1)),
-                 collective_bandwidth=2.0 * (n - 1) / n * BIG_BYTES / max(t["ar_big"] - t["ar_one"], 1e-6))
+                 collective_bandwidth=2.0 * (n - 1) / n * COLLECTIVE_BYTES / max(t["ar_big"] - t["ar_step"], 1e-6))
+    found.update(ps_step_s=max(t["ps_one"] - t["local"] - found["rpc_latency_s"], 0.0),
+                 round_trip_s=max(t["ar_step"] - t["local"] - 2 * (n - 1) * found["collective_latency_s"], 0.0))
+    found["sparse_update_bytes_per_s"] = _sparse_rate(t, found, n, 2.0 - found["rpc_duplex"])
     return found
+
+
+def _sparse_rate(t, found, n, directions):
+    """Servers' sparse rate: the sparse step's time beyond the one-variable step and the wire, per byte."""
+    message = SPARSE_ROWS * (SPARSE_WIDTH * 4 + 8)
+    wire = directions * message / found["rpc_bandwidth"] if n > 1 else 0.0
+    return n * message / max(t["ps_sparse"] - t["ps_one"] - wire, 1e-6)
 
 
 def probe(spec, repeats=7, sink=None):
     """Measure ``spec``'s cluster: a :class:`Calibration` (``source="probe"``)."""
     import numpy as np
     import tensorflow as tf
-    from autodist.kernel.names import host_cpu
     from autodist.spec.cluster import cpu_count_of, node_config
     chief = next(n for n in spec.node_specs if n.chief)
     if len(spec.nodes) == 1:
         found = _measure(tf, np, "", node_config(cpu_count_of(chief), 0), ["/device:CPU:0"], repeats)
     else:
-        found = _probe_job(spec, repeats, sink, tf, np, host_cpu, node_config, cpu_count_of(chief))
+        found = _probe_job(spec, repeats, sink, tf, np, node_config, cpu_count_of(chief))
     return Calibration(overlap=1.0 if spec.num_gpus else 0.0, source="probe", **found)
 
 
-def _probe_job(spec, repeats, sink, tf, np, host_cpu, node_config, chief_cpus):
+def _probe_job(spec, repeats, sink, tf, np, node_config, chief_cpus):
     from autodist.runner import new_job_id
     from autodist.runtime.coordinator import Coordinator
     coordinator = Coordinator(spec, new_job_id(), sink=sink)
     with tempfile.TemporaryDirectory(prefix="autodist-probe-") as staging:
         empty = os.path.join(staging, "strategy.pb")
         open(empty, "wb").close()   # the job ships no strategy: the coordinator copies an empty file
-        context = coordinator.launch(empty, ["-c", "pass"], os.getcwd(), serve_chief=True)
+        context = coordinator.launch(empty, ["-m", "autodist.strategies.cost.protocol", "--repeats", str(repeats)],
+                                     os.getcwd(), serve_chief=True)
     try:
-        order = [context.task_index] + [t for t in range(context.num_tasks) if t != context.task_index]
         config = node_config(chief_cpus, context.chief_task)
-        return _measure(tf, np, context.target, config, [host_cpu(t) for t in order], repeats)
+        config.operation_timeout_in_ms = int(MEMBER_TIMEOUT * 1e3)   # a node that never joins fails the step
+        return _measure(tf, np, context.target, config, task_devices(context)[0], repeats)
     finally:
         coordinator.finish(timeout=60.0)

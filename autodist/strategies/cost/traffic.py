@@ -8,7 +8,8 @@ replicas (the replicas in the plan's order, node-major)::
 
     PS on server node S         every node R sums its c replicas' gradients ((c - 1) M copied
                                 in R), pushes R -> S (M, 1 message); every replica pulls
-                                S -> R (M, 1 message); S aggregates M per node
+                                S -> R (M, 1 message); S aggregates M per node (sparse
+                                rows apart: a sparse accumulator merges them at its own rate)
     ring all-reduce of group G  hop i -> i+1 (mod N) carries 2 (N - 1) / N * G bytes in
                                 2 (N - 1) messages; G is the group's fused bytes
     sparse all-reduce           ring all-gathers: each hop carries (N - 1) * R bytes in
@@ -31,17 +32,15 @@ from typing import Dict, Tuple
 from autodist.kernel.contract import Compressor, read_entries
 from autodist.strategies.report import pieces
 
-__all__ = ["RPC", "COLLECTIVE", "PS_ROUND_TRIPS", "SPARSE_GATHER_MESSAGES", "Link", "StepTraffic", "step_traffic",
+__all__ = ["RPC", "COLLECTIVE", "SPARSE_GATHER_MESSAGES", "Link", "StepTraffic", "step_traffic",
            "node_of", "wire_bytes", "add_entry", "group_messages", "ring"]
 
 RPC = "rpc"
 COLLECTIVE = "collective"
-_INDEX_BYTES = 8
+_INDEX_BYTES = 8   # an int64 row index travels with every sparse row
 #: Ring messages per hop of a sparse all-reduce, in units of N - 1: the row count's max (an
 #: all-reduce, 2) and three all-gathers (counts, values, indices; ``kernel/.../all_reduce.py``).
 SPARSE_GATHER_MESSAGES = 5
-#: A synchronous PS step waits for the pull, the push to the accumulator and the release token.
-PS_ROUND_TRIPS = 3   # an int64 row index travels with every sparse row
 
 
 def node_of(device):
@@ -66,7 +65,8 @@ class StepTraffic:
 
     def __init__(self):
         self.links: Dict[Tuple[str, str, str], Link] = {}
-        self.server_bytes: Dict[str, float] = {}     # node -> bytes its servers aggregate
+        self.server_bytes: Dict[str, float] = {}     # node -> dense bytes its servers aggregate
+        self.sparse_server_bytes: Dict[str, float] = {}   # node -> sparse rows' bytes its servers aggregate
         self._sent, self._received, self._local = {}, {}, {}
 
     def add(self, transport, src, dst, nbytes, messages=1):
@@ -92,15 +92,16 @@ class StepTraffic:
         """Bytes copied inside ``node`` (a replica and a server, or two replicas, of one node)."""
         return self._local.get(node, 0.0)
 
-    def round_trips(self):
-        """Sequential exchanges between nodes in one step: a synchronous parameter server's pull,
-        push and release token (``kernel/synchronization/ps.py``), else 1 for a collective, else 0."""
-        if any(total[0] > 0 for (_, transport), total in self._sent.items() if transport == RPC):
-            return PS_ROUND_TRIPS
-        return 1 if any(total[0] > 0 for total in self._sent.values()) else 0
+    def exchanges(self):
+        """The transports whose protocol exchanges with another node in one step: ``RPC`` (a synchronous
+        parameter server's pull, push, take and release token, ``kernel/synchronization/ps.py``) and
+        ``COLLECTIVE`` (a ring), in that order."""
+        return tuple(t for t in (RPC, COLLECTIVE)
+                     if any(total[0] > 0 for (_, transport), total in self._sent.items() if transport == t))
 
     def nodes(self):
         found = {s for _, s, _ in self.links} | {d for _, _, d in self.links} | set(self.server_bytes)
+        found |= set(self.sparse_server_bytes)
         return sorted(found)
 
 
@@ -141,7 +142,7 @@ def _ring_hops(replicas):
     return tuple((src, dst, count) for (src, dst), count in hops.items())
 
 
-def _ps(traffic, replicas, sync, message, scale):
+def _ps(traffic, replicas, sync, message, scale, sparse):
     server = node_of(sync.destination)
     nodes = _replica_nodes(tuple(replicas))
     for node, count in nodes:
@@ -149,7 +150,8 @@ def _ps(traffic, replicas, sync, message, scale):
             traffic.add(RPC, node, node, scale * (count - 1) * message, scale * (count - 1))
         traffic.add(RPC, node, server, scale * message, scale)
         traffic.add(RPC, server, node, scale * count * message, scale * count)
-    traffic.server_bytes[server] = traffic.server_bytes.get(server, 0.0) + scale * len(nodes) * message
+    work = traffic.sparse_server_bytes if sparse else traffic.server_bytes
+    work[server] = work.get(server, 0.0) + scale * len(nodes) * message
 
 
 def ring(traffic, replicas, hop_bytes, messages):
@@ -176,7 +178,7 @@ def add_entry(traffic, entry, var, replicas, rows=None, scale=1):
             continue
         message = wire_bytes(sync, var, nbytes, rows)
         if sync.kind == "ps":
-            _ps(traffic, replicas, sync, message, scale)
+            _ps(traffic, replicas, sync, message, scale, var is not None and var.is_sparse)
         elif var is not None and var.is_sparse:
             padded = wire_bytes(sync, var, nbytes, _next_power_of_two(rows)) if rows else message
             ring(traffic, replicas, scale * (n - 1) * padded, scale * SPARSE_GATHER_MESSAGES * max(n - 1, 0))
