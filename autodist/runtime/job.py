@@ -9,9 +9,10 @@
                                                 several:   Coordinator.launch (runtime.coordinator):
                                                            this process's server, then a runner
                                                            per node (autodist.runner) starting
-                                                           python -m autodist.runtime.server
+                                                           the script there
         member of a job                         the chief writes the strategy, the others read it
-        (launched by a chief, or given a JobContext)
+        (launched by a chief, or given a JobContext)   a launched member's process hosts its node's
+                                                server from AutoDist() on (runtime.member_server)
         every node                              open_node_session (runtime.node_session)
     ad.function, after the graph grew       job.reopen(graph_item)
     sys.exit(code) inside ad.scope()        job.chief_exiting(code)
@@ -33,6 +34,7 @@ from autodist.errors import LaunchError, RemoteWorkerError, SessionError
 from autodist.runner.base import wait_until
 from autodist.runtime.context import JobContext
 from autodist.runtime.coordinator import Coordinator
+from autodist.runtime.member_server import note_exit, serve
 from autodist.runtime.node_session import open_node_session
 from autodist.runtime.progress import Progress
 from autodist.runtime.server import start_in_process
@@ -120,6 +122,9 @@ class Job:
         if self._context is not None and self._context.address not in {n.address for n in resource_spec.node_specs}:
             raise LaunchError("this process belongs to node {} of job {}, which is not in {}".format(
                 self._context.address, self._context.job_id, resource_spec.path))
+        if self._launched_by_chief and self._context.serves:   # this process hosts its node's server
+            node = {n.address: n for n in resource_spec.node_specs}[self._context.address]
+            serve(self._context, cpu_count_of(node), node.threads, self._monitor)
 
     @property
     def strategy_builder(self):
@@ -191,7 +196,7 @@ class Job:
                 self._spec, job_id, verbose=self._verbose, monitor=self._monitor, stall_timeout=self._stall_timeout,
                 worker_env=self.worker_env, before_term=self._before_term)
             atexit.register(self._finish_at_exit)
-            context = coordinator.launch(path, argv, os.getcwd(), serve_chief=True)
+            context = coordinator.launch(path, argv, os.getcwd(), serve_chief=True, scripts_serve=True)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         self._session_args = (context, coordinator.failure, coordinator.abort)
@@ -292,8 +297,12 @@ class Job:
         """The script leaves ``scope()`` through ``sys.exit(code)``: an error status ends the job at once.
 
         The other nodes would otherwise wait in their next step for a chief
-        that will never take it. The status stays the script's own.
+        that will never take it. The status stays the script's own. A launched
+        member notes it: with a failing status its process does not stay to
+        serve (``runtime.member_server``).
         """
+        if self._launched_by_chief:
+            note_exit(code)
         if self._coordinator is None or code is None or code == 0:
             return
         try:

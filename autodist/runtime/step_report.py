@@ -12,7 +12,9 @@ A node launched by the chief reports on its stdout, framed
 (each call's batch: the size of its feeds along the dimension the session
 splits them on; 0 for calls that feed nothing, e.g. an input pipeline),
 ``busy`` seconds the current call has been running (0 when none is),
-``step_s`` the median of the last calls' durations. The chief's progress
+``step_s`` the median of the last calls' durations; ``"done": true`` once
+the script has ended normally and its process only serves
+(``autodist.runtime.member_server``). The chief's progress
 line (``autodist.runtime.progress``) adds them up over the nodes.
 The chief reads them off the node's output stream: a node that sits in one
 call for many times its usual step while the chief's script has ended is
@@ -27,7 +29,7 @@ import time
 
 from autodist.runner.frames import encode_report
 
-__all__ = ["StepMonitor", "ReportWriter", "waiting_for_chief", "REPORT_INTERVAL", "WAIT_FOR_CHIEF"]
+__all__ = ["StepMonitor", "ReportWriter", "script_done", "waiting_for_chief", "REPORT_INTERVAL", "WAIT_FOR_CHIEF"]
 
 REPORT_INTERVAL = 1.0
 WAIT_FOR_CHIEF = 3.0    # s a node may sit in one session call after the chief's script ended
@@ -39,6 +41,7 @@ class StepMonitor:
     def __init__(self, window=20):
         self.steps = 0
         self.examples = 0
+        self.done = False   # the script has ended normally (``runtime.member_server``)
         self._started = None
         self._durations = collections.deque(maxlen=window)
 
@@ -54,9 +57,12 @@ class StepMonitor:
 
     def snapshot(self):
         started = self._started
-        return {"steps": self.steps, "examples": self.examples,
-                "busy": round(time.monotonic() - started, 3) if started is not None else 0.0,
-                "step_s": round(statistics.median(self._durations), 4) if self._durations else 0.0}
+        report = {"steps": self.steps, "examples": self.examples,
+                  "busy": round(time.monotonic() - started, 3) if started is not None else 0.0,
+                  "step_s": round(statistics.median(self._durations), 4) if self._durations else 0.0}
+        if self.done:
+            report["done"] = True
+        return report
 
 
 class ReportWriter:
@@ -82,6 +88,11 @@ class ReportWriter:
                 os.write(self._fd, encode_report(self._monitor.snapshot()))
             except OSError:   # the chief stopped reading: nobody to report to
                 return
+
+
+def script_done(report):
+    """Whether a node's report (``(received, dict)`` or None) says its script has ended normally."""
+    return report is not None and bool(report[1].get("done"))
 
 
 def waiting_for_chief(report, ended):
