@@ -240,7 +240,7 @@ class Coordinator:
     def _serve_chief(self):
         chief = {n.address: n for n in self.spec.node_specs}[self.spec.chief]
         start_in_process(self.context.cluster_spec(), self.context.task_index, cpu_count_of(chief),
-                         self.context.chief_task, chief.threads)
+                         self.context.chief_task, chief.threads, chief.cores)
 
     def _start_servers(self):
         cluster = json.dumps(self.context.cluster_spec())
@@ -251,7 +251,7 @@ class Coordinator:
             argv = [self._python_for(runner), "-m", "autodist.runtime.server", "--job-id", self.job_id,
                     "--cluster", cluster, "--task", str(self.spec.task_index(node.address)),
                     "--cpus", str(cpu_count_of(node)), "--chief-task", str(self.context.chief_task),
-                    "--threads", str(node.threads)]
+                    "--threads", str(node.threads), "--cores", ",".join(str(c) for c in node.cores)]
             self._servers[node.address] = runner.run(argv, env={"PYTHONUNBUFFERED": "1"},
                                                      log_path=self.logs.file(node.address, "server"))
 

@@ -71,7 +71,7 @@ def _single_node_job(resource_spec, job_id):
     servers = {address: "localhost:{}".format(free_port())}
     context = JobContext(job_id=job_id, address=address, servers=servers, chief=address, strategy_path="")
     node = resource_spec.node_specs[0]
-    start_in_process(context.cluster_spec(), 0, cpu_count_of(node), 0, node.threads)
+    start_in_process(context.cluster_spec(), 0, cpu_count_of(node), 0, node.threads, node.cores)
     return context
 
 
@@ -124,7 +124,7 @@ class Job:
                 self._context.address, self._context.job_id, resource_spec.path))
         if self._launched_by_chief and self._context.serves:   # this process hosts its node's server
             node = {n.address: n for n in resource_spec.node_specs}[self._context.address]
-            serve(self._context, cpu_count_of(node), node.threads, self._monitor)
+            serve(self._context, cpu_count_of(node), node.threads, self._monitor, cores=node.cores)
 
     @property
     def strategy_builder(self):

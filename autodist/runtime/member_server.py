@@ -36,15 +36,17 @@ _SERVING = {}        # target -> the monitor whose node this process serves
 _EXITS = []          # statuses of sys.exit inside ad.scope(), as note_exit saw them
 
 
-def serve(context, cpus, threads, monitor, fd=1):
+def serve(context, cpus, threads, monitor, fd=1, cores=()):
     """Start this process's server for ``context``'s node and announce it on ``fd``; idempotent.
+
+    ``cpus``, ``threads``, ``cores``: the node's spec (``server.start_in_process``).
 
     ``monitor`` (a ``step_report.StepMonitor``) is marked done when the
     script ends normally; its reports carry that to the chief.
     """
     if context.target in _SERVING:
         return
-    start_in_process(context.cluster_spec(), context.task_index, cpus, context.chief_task, threads)
+    start_in_process(context.cluster_spec(), context.task_index, cpus, context.chief_task, threads, cores)
     _SERVING[context.target] = monitor
     port = context.servers[context.address].rsplit(":", 1)[1]
     os.write(fd, "{} {}\n".format(READY, port).encode("ascii"))
