@@ -166,6 +166,7 @@ def _run(args):
     quiet_tensorflow_start(verbose=args.verbose)   # before anything imports TensorFlow
     from autodist.api import AutoDist
     from autodist.runtime.autorun import run_script
+    from autodist.runtime.member_server import note_exit
     ad = AutoDist(spec, builder, launch_argv=worker_argv(worker_spec, args.strategy, args.builder_args, script,
                                                          args.script_args, trace_dir, logdir, args.verbose),
                   trace_dir=trace_dir, logdir=logdir, verbose=args.verbose, progress=args.progress,
@@ -175,10 +176,12 @@ def _run(args):
         try:
             status = run_script(ad, script, args.script_args)
         except BaseException as e:
+            note_exit(1)   # a launched node's process does not stay to serve (runtime.member_server)
             # raises the job's failure, if there was one, chained to this
             ad.finish_job(abort=True, reason="the chief's script was interrupted" if isinstance(
                 e, KeyboardInterrupt) else "the chief's script failed ({})".format(type(e).__name__))
             raise
+        note_exit(status)
         # A script that exits with an error would leave the other nodes waiting for its steps.
         ad.finish_job(abort=status != 0, reason="the chief's script exited with code {}".format(status))
     except RemoteWorkerError as e:

@@ -5,9 +5,13 @@
              before anything starts; pick a free server port on every node; make
              the job's working directory there (mode 0700) and copy the strategy
              into it; start the chief's TensorFlow server in this process, then
-             one on every other node (``python -m autodist.runtime.server``),
-             wait until each listens, then start the user's script on every
-             other node with its JobContext in the environment. Ctrl-C or
+             the user's script on every other node with its JobContext in the
+             environment; each script's process hosts its node's server
+             (``autodist.runtime.member_server``: one process per node) and
+             the launch waits until each listens. With ``scripts_serve=False``
+             (a script that starts no server, e.g. the cost probe's) a server
+             process (``python -m autodist.runtime.server``) starts on every
+             other node first and is waited for instead. Ctrl-C or
              SIGTERM meanwhile stops the launch at its next step and removes
              whatever it started
     watch    a thread polls every process twice a second; a server that exits, a
@@ -20,7 +24,8 @@
              Ctrl-C and SIGTERM to the chief stop the job first (SIGTERM then
              exits with 143); a second signal while it stops is acknowledged,
              never allowed to cut the stop short (``autodist.runtime.chief_signals``)
-    finish   wait for the other scripts to end, stop the servers, remove the
+    finish   wait for the other scripts to end (or report done while their
+             process still serves), stop the servers, remove the
              working directories (each launched process's full log stays on the
              chief: ``autodist.runtime.job_logs``); ``abort`` does the same without waiting. A
              node whose reports show it waiting for a step the chief will never
@@ -35,6 +40,7 @@ one host never share a port, a directory or a process: everything is keyed on
 the job id. The console shows the nodes' own lines (``autodist.runner.console``;
 ``verbose``: every line).
 """
+import dataclasses
 import json
 import os
 import posixpath
@@ -51,10 +57,10 @@ from autodist.runtime.job_logs import LOG_BASE, JobLogs
 from autodist.runner.console import NodeConsole
 from autodist.runtime.notices import ANNOUNCE
 from autodist.runtime.stall import job_stall
-from autodist.runner.base import run_for_output, write_line
+from autodist.runner.base import MAX_TAIL_LINES, run_for_output, write_line
 from autodist.runner.srun import pick_launcher, srun_runner
 from autodist.runtime.server import READY, start_in_process
-from autodist.runtime.step_report import waiting_for_chief
+from autodist.runtime.step_report import script_done, waiting_for_chief
 
 __all__ = ["Coordinator", "default_runner", "runner_factory", "describe_exit", "WORKDIR_BASE", "STRATEGY_FILE"]
 
@@ -157,9 +163,12 @@ class Coordinator:
             return self._python
         return sys.executable if isinstance(runner, LocalRunner) else "python3"
 
-    def launch(self, strategy_path, argv, cwd, serve_chief=False, staged=()):
+    def launch(self, strategy_path, argv, cwd, serve_chief=False, scripts_serve=False, staged=()):
         """Start the other nodes; returns the chief's JobContext. ``argv`` is what runs after ``python``.
 
+        ``scripts_serve``: ``argv`` is an autodist script, whose process hosts
+        its node's server (``autodist.runtime.member_server``); otherwise a
+        server process starts on every other node before the scripts.
         ``staged``: more local files copied into the job directory of every
         node, next to the strategy, under their own names (the chief's
         calibration for AutoStrategy).
@@ -194,8 +203,13 @@ class Coordinator:
                            servers[a] for a in self.context.addresses), self._workdir, self.logs.path))
             if serve_chief:
                 self._serve_chief()
-            self._start_servers()
-            self._start_workers(argv, cwd)
+            if scripts_serve:
+                self._start_workers(argv, cwd, serves=True)
+                self._await_ready(self._workers, "training script")
+            else:
+                self._start_servers()
+                self._await_ready(self._servers, "TensorFlow server")
+                self._start_workers(argv, cwd)
             self._signals.release()
         except BaseException:
             self.abort()
@@ -238,7 +252,7 @@ class Coordinator:
     def _serve_chief(self):
         chief = {n.address: n for n in self.spec.node_specs}[self.spec.chief]
         start_in_process(self.context.cluster_spec(), self.context.task_index, cpu_count_of(chief),
-                         self.context.chief_task, chief.threads)
+                         self.context.chief_task, chief.threads, chief.cores)
 
     def _start_servers(self):
         cluster = json.dumps(self.context.cluster_spec())
@@ -249,28 +263,32 @@ class Coordinator:
             argv = [self._python_for(runner), "-m", "autodist.runtime.server", "--job-id", self.job_id,
                     "--cluster", cluster, "--task", str(self.spec.task_index(node.address)),
                     "--cpus", str(cpu_count_of(node)), "--chief-task", str(self.context.chief_task),
-                    "--threads", str(node.threads)]
+                    "--threads", str(node.threads), "--cores", ",".join(str(c) for c in node.cores)]
             self._servers[node.address] = runner.run(argv, env={"PYTHONUNBUFFERED": "1"},
                                                      log_path=self.logs.file(node.address, "server"))
+
+    def _await_ready(self, handles, what):
+        """Wait until the process of every node in ``handles`` has announced its server (``READY``)."""
         deadline = time.monotonic() + self._ready_timeout
-        for handle in self._servers.values():
-            while READY not in handle.tail(50):
+        started = "" if handles is self._servers else " its TensorFlow server"
+        for handle in handles.values():
+            while READY not in handle.tail(MAX_TAIL_LINES):
                 code = handle.poll()
                 if code is not None:
-                    raise handle.failure("failed: its TensorFlow server {} while starting".format(describe_exit(code)))
+                    raise handle.failure("failed: its {} {} while starting{}".format(what, describe_exit(code), started))
                 if time.monotonic() > deadline:
-                    raise handle.failure("failed: its TensorFlow server did not start within {:.0f} s"
-                                         .format(self._ready_timeout))
+                    raise handle.failure("failed: its {} did not start{} within {:.0f} s".format(
+                        what, started, self._ready_timeout))
                 self._signals.check()
                 time.sleep(0.1)
 
-    def _start_workers(self, argv, cwd):
+    def _start_workers(self, argv, cwd, serves=False):
         for node in self.spec.node_specs:
             if node.address == self.spec.chief:
                 continue
             runner = self._runners[node.address]
-            context = self.context.for_node(node.address, posixpath.join(self._workdir, STRATEGY_FILE),
-                                            self._workdir)
+            context = dataclasses.replace(self.context.for_node(
+                node.address, posixpath.join(self._workdir, STRATEGY_FILE), self._workdir), serves=serves)
             env = dict(context.to_env(), PYTHONUNBUFFERED="1", **self._worker_env)
             self._workers[node.address] = runner.run([self._python_for(runner)] + list(argv), env=env, cwd=cwd,
                                                      log_path=self.logs.file(node.address, "worker"))
@@ -373,7 +391,9 @@ class Coordinator:
         pending = dict(self._workers)
         while pending and self.failure() is None:
             for address, handle in list(pending.items()):
-                if handle.poll() is not None:
+                if handle.poll() is None and script_done(handle.report):   # ended; its process still serves
+                    del pending[address]
+                elif handle.poll() is not None:
                     del pending[address]
                     error = self._check("worker", handle)
                     if error is not None:

@@ -9,10 +9,11 @@
                                                 several:   Coordinator.launch (runtime.coordinator):
                                                            this process's server, then a runner
                                                            per node (autodist.runner) starting
-                                                           python -m autodist.runtime.server
+                                                           the script there
         member of a job                         the chief writes the strategy, the others read it
                                                 (and the chief's calibration, for AutoStrategy)
-        (launched by a chief, or given a JobContext)
+        (launched by a chief, or given a JobContext)   a launched member's process hosts its node's
+                                                server from AutoDist() on (runtime.member_server)
         every node                              open_node_session (runtime.node_session)
         every node, every session               job.on_session callbacks (restore-or-initialize, saves)
     ad.function, after the graph grew       job.reopen(graph_item)
@@ -42,6 +43,7 @@ from autodist.runner.base import wait_until
 from autodist.runtime.context import JobContext
 from autodist.runtime.coordinator import Coordinator, runner_factory
 from autodist.runner.srun import pick_launcher
+from autodist.runtime.member_server import note_exit, serve
 from autodist.runtime.node_session import open_node_session
 from autodist.runtime.notices import notice
 from autodist.runtime.progress import Progress
@@ -86,7 +88,7 @@ def _single_node_job(resource_spec, job_id):
     servers = {address: "localhost:{}".format(free_port())}
     context = JobContext(job_id=job_id, address=address, servers=servers, chief=address, strategy_path="")
     node = resource_spec.node_specs[0]
-    start_in_process(context.cluster_spec(), 0, cpu_count_of(node), 0, node.threads)
+    start_in_process(context.cluster_spec(), 0, cpu_count_of(node), 0, node.threads, node.cores)
     return context
 
 
@@ -145,6 +147,9 @@ class Job:
         if self._context is not None and self._context.address not in {n.address for n in resource_spec.node_specs}:
             raise LaunchError("this process belongs to node {} of job {}, which is not in {}".format(
                 self._context.address, self._context.job_id, resource_spec.path))
+        if self._launched_by_chief and self._context.serves:   # this process hosts its node's server
+            node = {n.address: n for n in resource_spec.node_specs}[self._context.address]
+            serve(self._context, cpu_count_of(node), node.threads, self._monitor, cores=node.cores)
         self.attempt = attempt_of(environ) if self._context is None else None   # a supervised new chief's number
         self.node_failure_status = NODE_FAILED if self.attempt else EXIT_NODE_FAILED
         if self._context is not None:   # the nodes the chief launched (fewer after a shrink)
@@ -252,7 +257,8 @@ class Job:
                 worker_env=self.worker_env, before_term=self._before_term,
                 runner_factory=runner_factory(self._launcher))
             atexit.register(self._finish_at_exit)
-            context = coordinator.launch(path, argv, os.getcwd(), serve_chief=True, staged=staged)
+            context = coordinator.launch(path, argv, os.getcwd(), serve_chief=True, scripts_serve=True,
+                                         staged=staged)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         self._session_args = (context, coordinator.failure, coordinator.abort)
@@ -366,8 +372,12 @@ class Job:
         """The script leaves ``scope()`` through ``sys.exit(code)``: an error status ends the job at once.
 
         The other nodes would otherwise wait in their next step for a chief
-        that will never take it. The status stays the script's own.
+        that will never take it. The status stays the script's own. A launched
+        member notes it: with a failing status its process does not stay to
+        serve (``runtime.member_server``).
         """
+        if self._launched_by_chief:
+            note_exit(code)
         if self._coordinator is None or code is None or code == 0:
             return
         try:

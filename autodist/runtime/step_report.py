@@ -16,7 +16,9 @@ nodes (``autodist.runtime.sync_ops``; the stall report numbers steps by it),
 (each call's batch: the size of its feeds along the dimension the session
 splits them on; 0 for calls that feed nothing, e.g. an input pipeline),
 ``busy`` seconds the current call has been running (0 when none is),
-``step_s`` the median of the last calls' durations. The chief's progress
+``step_s`` the median of the last calls' durations; ``"done": true`` once
+the script has ended normally and its process only serves
+(``autodist.runtime.member_server``). The chief's progress
 line (``autodist.runtime.progress``) adds them up over the nodes.
 The chief reads them off the node's output stream: a node that sits in one
 call for many times its usual step while the chief's script has ended is
@@ -31,7 +33,7 @@ import time
 
 from autodist.runner.frames import encode_report
 
-__all__ = ["StepMonitor", "ReportWriter", "waiting_for_chief", "REPORT_INTERVAL", "WAIT_FOR_CHIEF"]
+__all__ = ["StepMonitor", "ReportWriter", "script_done", "waiting_for_chief", "REPORT_INTERVAL", "WAIT_FOR_CHIEF"]
 
 REPORT_INTERVAL = 1.0
 WAIT_FOR_CHIEF = 3.0    # s a node may sit in one session call after the chief's script ended
@@ -45,6 +47,7 @@ class StepMonitor:
         self.synced = 0   # finished calls that synchronized with the other nodes (training steps)
         self.trained = 0
         self.examples = 0
+        self.done = False   # the script has ended normally (``runtime.member_server``)
         self._started = None
         self._sync = False
         self._durations = collections.deque(maxlen=window)
@@ -71,10 +74,13 @@ class StepMonitor:
 
     def snapshot(self):
         started = self._started
-        return {"steps": self.steps, "trained": self.trained, "examples": self.examples,
-                "busy": round(time.monotonic() - started, 3) if started is not None else 0.0,
-                "step_s": round(statistics.median(self._durations), 4) if self._durations else 0.0,
-                "sync": self.synced, "in_sync": started is not None and self._sync}
+        report = {"steps": self.steps, "trained": self.trained, "examples": self.examples,
+                  "busy": round(time.monotonic() - started, 3) if started is not None else 0.0,
+                  "step_s": round(statistics.median(self._durations), 4) if self._durations else 0.0,
+                  "sync": self.synced, "in_sync": started is not None and self._sync}
+        if self.done:
+            report["done"] = True
+        return report
 
 
 class ReportWriter:
@@ -100,6 +106,11 @@ class ReportWriter:
                 os.write(self._fd, encode_report(self._monitor.snapshot()))
             except OSError:   # the chief stopped reading: nobody to report to
                 return
+
+
+def script_done(report):
+    """Whether a node's report (``(received, dict)`` or None) says its script has ended normally."""
+    return report is not None and bool(report[1].get("done"))
 
 
 def waiting_for_chief(report, ended):

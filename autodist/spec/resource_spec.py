@@ -144,6 +144,7 @@ class NodeSpec:
     ssh_config: Optional[str]
     network_bandwidth: float
     threads: int = 0          # intra- and inter-op threads per TensorFlow process; 0: TensorFlow's choice
+    cores: Tuple[int, ...] = ()   # CPU cores the node's processes are pinned to; (): not pinned
 
 
 #: Larger spec files are refused: a real cluster's spec is a few KiB, and PyYAML
@@ -356,6 +357,8 @@ def _node_dict(node):
         data["ssh_config"] = node.ssh_config
     if node.threads:
         data["threads"] = node.threads
+    if node.cores:
+        data["cores"] = list(node.cores)
     return data
 
 

@@ -7,7 +7,7 @@ yields plain, normalized data::
 
     {"name": None,
      "nodes": [{"address": "10.0.0.1", "gpus": (0, 1), "cpus": (0,), "chief": False,
-                "ssh_config": None, "network_bandwidth": 1.0, "threads": 0}, ...],
+                "ssh_config": None, "network_bandwidth": 1.0, "threads": 0, "cores": ()}, ...],
      "ssh": {"conf": {"username": "ubuntu", "port": 22, ...}}}
 
 Why a small hand-written checker rather than jsonschema: errors must carry the
@@ -152,9 +152,11 @@ def _at_most(node, most, what, key, ctx):
 
 
 class IndexList:
-    """A list of at most MAX_DEVICES distinct non-negative integers (device indices), as a tuple."""
+    """A list of at most MAX_DEVICES distinct non-negative integers (device or core indices), as a tuple."""
 
-    expected = "a list of device indices such as [0, 1]"
+    def __init__(self, what="device"):
+        self.what = what
+        self.expected = "a list of {} indices such as [0, 1]".format(what)
 
     def check(self, node, key, ctx):
         _require(node, "seq", self.expected, key, ctx)
@@ -163,11 +165,11 @@ class IndexList:
         for i, item in enumerate(node.value):
             where = item_path(key, i)
             if item.kind != "scalar" or not _is_int(item.value) or item.value < 0:
-                raise ctx.error("expected a non-negative integer device index, got " + _got(item),
+                raise ctx.error("expected a non-negative integer {} index, got {}".format(self.what, _got(item)),
                                 item.line, where)
             if item.value in seen:
-                raise ctx.error("duplicate device index {} (also {}[{}])".format(
-                    item.value, key, seen[item.value]), item.line, where)
+                raise ctx.error("duplicate {} index {} (also {}[{}])".format(
+                    self.what, item.value, key, seen[item.value]), item.line, where)
             seen[item.value] = i
         return tuple(seen)
 
@@ -331,6 +333,8 @@ NODE = Record("a node (a mapping with at least 'address')", (
     Key("network_bandwidth", POSITIVE, "network bandwidth of the node in Gbit/s", 1),
     Key("threads", COUNT, "intra- and inter-op threads of each TensorFlow process on the node; 0: "
         "TensorFlow's choice (TF_NUM_INTRAOP_THREADS / TF_NUM_INTEROP_THREADS, else one per core)", 0),
+    Key("cores", IndexList("core"), "CPU cores (as numbered by the node's OS) every autodist process on the "
+        "node is pinned to, all its threads; []: not pinned", []),
 ))
 
 SPEC = Record("a mapping with a 'nodes' list", (

@@ -81,7 +81,7 @@ def test_a_node_whose_chief_is_killed_exits_by_itself(chiefs, builder):
     chief = chiefs(_api_argv(builder, "--steps", "100000", "--sleep", "0.05"))
     chief.wait_for(r"\[127\.0\.0\.2\] STEP 3$", 150)
     job = chief.job_id
-    assert len(job_processes(job)) >= 2
+    assert len(job_processes(job)) >= 1   # the other node's script, which hosts its server (member_server)
     os.killpg(chief.proc.pid, signal.SIGKILL)    # the chief alone: no chance to clean up
     chief.proc.wait(10)
     try:

@@ -41,6 +41,19 @@ def test_threads_per_node_default_to_tensorflows_choice():
     assert "threads" not in spec.to_dict()["nodes"][1], "the default is left out"
 
 
+def test_cores_per_node_default_to_no_pinning():
+    spec = spec_of("""\
+        nodes:
+          - address: 127.0.0.1
+            chief: true
+            cores: [1, 0]
+          - address: 127.0.0.2
+        """)
+    assert [n.cores for n in spec.node_specs] == [(1, 0), ()]
+    assert ResourceSpec.from_dict(spec.to_dict()).node_specs == spec.node_specs
+    assert "cores" not in spec.to_dict()["nodes"][1], "the default is left out"
+
+
 @pytest.mark.parametrize("name", SHIPPED)
 def test_shipped_spec_validates_and_explains_itself(name):
     path = SPECS / name

@@ -201,6 +201,16 @@ CASES = [
           - address: 10.0.0.1
             threads: -1
         """, 3, "nodes[0].threads", "must be an integer >= 0, got -1"),
+    case("cores-duplicate", """\
+        nodes:
+          - address: 10.0.0.1
+            cores: [1, 1]
+        """, 3, "nodes[0].cores[1]", "duplicate core index 1 (also nodes[0].cores[0])"),
+    case("cores-negative", """\
+        nodes:
+          - address: 10.0.0.1
+            cores: [-1]
+        """, 3, "nodes[0].cores[0]", "expected a non-negative integer core index, got"),
     case("threads-float", """\
         nodes:
           - address: 10.0.0.1
