@@ -8,6 +8,7 @@ that node alone::
     stage_job_dir(runner, python, ...)  mkdir -m 0700 <workdir>; copy strategy.pb (+ staged files)
     server_argv(python, job_id, ...)    [python, -m, autodist.runtime.server, --job-id, ..., --cores, 0,1]
     await_ready(handles, what, ...)     until each process prints ``server.READY`` (bounded)
+    single_node_job(spec, job_id)       a one-node job: no other process, its server in this one
 """
 import os
 import posixpath
@@ -18,11 +19,12 @@ import time
 from autodist.errors import LaunchError
 from autodist.runner.base import MAX_TAIL_LINES, run_for_output
 from autodist.runner.srun import pick_launcher, srun_runner
-from autodist.runtime.server import READY
+from autodist.runtime.context import JobContext
+from autodist.runtime.server import READY, start_in_process
 from autodist.spec.cluster import cpu_count_of
 
 __all__ = ["default_runner", "runner_factory", "describe_exit", "host_port", "python_for", "stage_job_dir",
-           "server_argv", "await_ready", "STRATEGY_FILE"]
+           "server_argv", "await_ready", "single_node_job", "STRATEGY_FILE"]
 
 STRATEGY_FILE = "strategy.pb"
 
@@ -106,3 +108,14 @@ def await_ready(handles, what, timeout, check, started=""):
                 raise handle.failure("failed: its {} did not start{} within {:.0f} s".format(what, started, timeout))
             check()
             time.sleep(0.1)
+
+
+def single_node_job(resource_spec, job_id):
+    """A one-node job with its server in this process: its JobContext."""
+    from autodist.runner import free_port
+    address = resource_spec.chief
+    servers = {address: "localhost:{}".format(free_port())}
+    context = JobContext(job_id=job_id, address=address, servers=servers, chief=address, strategy_path="")
+    node = resource_spec.node_specs[0]
+    start_in_process(context.cluster_spec(), 0, cpu_count_of(node), 0, node.threads, node.cores)
+    return context
