@@ -1,15 +1,19 @@
 """Running a job: from a captured GraphItem to sessions on every node, and back out.
 
     job            Job, the one entry behind ``AutoDist``: start (chief) / join (member),
-                   reopen (``ad.function``), finish; the strategy built or loaded
+                   reopen (``ad.function``), finish
+    strategy_handoff  the strategy built (chief) or loaded (member), its calibration, the argv
+    job_views      a node's tracer and scalar log, kept across reopened sessions
     context        JobContext: one process's place in a job (AUTODIST_JOB)
     coordinator    the chief's side: preflight, ports, servers, scripts, watch, finish
+    node_launch    one node's start: its runner, job directory, server argv, ready handshake
     chief_signals  Ctrl-C / SIGTERM to the chief stop the job; failures raised in the chief
     job_logs       each launched process's full log, on the chief, kept after the job
     progress       the chief's progress line: step, steps/s, examples/s over the nodes, ETA
     server         ``python -m autodist.runtime.server``: a node's TensorFlow server
     node_session   this node's graph transformed, on its server, initialized: a DistributedSession
-    session        DistributedSession: feeds split over replicas, fetches mapped back
+    session        DistributedSession: steps watched (WatchedCaller), close bounded
+    fetch_mapping  FetchMapper: feeds split over replicas, fetches mapped back
     step_report    what a node's session is doing, reported to the chief (and when it waits for it)
     stall          a step without progress for the stall timeout: the report naming who held it up
     notices        the chief's own console lines about its job (one function, to route them)

@@ -38,14 +38,14 @@ loopback nodes without an ssh group locally, the others over SSH; with the
 processes the job started are ever signalled, by process group. Two jobs on
 one host never share a port, a directory or a process: everything is keyed on
 the job id. The console shows the nodes' own lines (``autodist.runner.console``;
-``verbose``: every line).
+``verbose``: every line). What one node's start is made of (its runner, job
+directory, server argv, ready handshake) is in ``autodist.runtime.node_launch``;
+this module sequences them and watches the result.
 """
 import dataclasses
 import json
 import os
 import posixpath
-import signal
-import sys
 import threading
 import time
 
@@ -57,8 +57,9 @@ from autodist.runtime.job_logs import LOG_BASE, JobLogs
 from autodist.runner.console import NodeConsole
 from autodist.runtime.notices import ANNOUNCE
 from autodist.runtime.stall import job_stall
-from autodist.runner.base import MAX_TAIL_LINES, run_for_output, write_line
-from autodist.runner.srun import pick_launcher, srun_runner
+from autodist.runner.base import write_line
+from autodist.runtime.node_launch import (STRATEGY_FILE, await_ready, default_runner, describe_exit, host_port,
+                                          python_for, runner_factory, server_argv, stage_job_dir)
 from autodist.runtime.server import READY, start_in_process
 from autodist.runtime.step_report import script_done, waiting_for_chief
 
@@ -66,40 +67,6 @@ __all__ = ["Coordinator", "default_runner", "runner_factory", "describe_exit", "
 
 WORKDIR_BASE = "~/.autodist/jobs"
 FINISH_POLL = 0.1
-STRATEGY_FILE = "strategy.pb"
-
-
-def default_runner(node, resource_spec, sink=None):
-    """Local runner for a node without an ssh group, an SSH runner otherwise.
-
-    Only the chief and loopback nodes may lack an ssh group (a spec rule).
-    """
-    from autodist.runner import LocalRunner, SSHRunner
-    ssh = resource_spec.ssh_config_map.get(node.address)
-    if ssh is None:
-        return LocalRunner(name=node.address, sink=sink)
-    return SSHRunner(node.address, ssh, sink=sink)
-
-
-def runner_factory(launcher):
-    """The runner factory of a launcher (``runner.srun.pick_launcher``): ``"ssh"`` (``default_runner``) or
-    ``"srun"`` (``runner.srun.srun_runner``)."""
-    return srun_runner if pick_launcher(launcher, {}) == "srun" else default_runner
-
-
-def _host_port(address, port):
-    return "[{}]:{}".format(address, port) if ":" in address else "{}:{}".format(address, port)
-
-
-def describe_exit(code):
-    """``'exited with code 137 (killed by SIGKILL)'``: the shell convention, spelled out."""
-    text = "exited with code {}".format(code)
-    if code is not None and 128 < code < 128 + 65 and code != 255:
-        try:
-            text += " (killed by {})".format(signal.Signals(code - 128).name)
-        except ValueError:
-            pass
-    return text
 
 
 class Coordinator:
@@ -158,10 +125,7 @@ class Coordinator:
 
     # -- launch ----------------------------------------------------------------------
     def _python_for(self, runner):
-        from autodist.runner import LocalRunner
-        if self._python:
-            return self._python
-        return sys.executable if isinstance(runner, LocalRunner) else "python3"
+        return python_for(runner, self._python)
 
     def launch(self, strategy_path, argv, cwd, serve_chief=False, scripts_serve=False, staged=()):
         """Start the other nodes; returns the chief's JobContext. ``argv`` is what runs after ``python``.
@@ -233,21 +197,14 @@ class Coordinator:
         for address, runner in self._runners.items():
             port = free_port(runner, exclude=used, python=self._python_for(runner))
             used.append(port)
-            servers[address] = _host_port(address, port)
+            servers[address] = host_port(address, port)
         return servers
 
     def _stage(self, strategy_path, staged=()):
-        from autodist.runner.allocation import workdir_argv
         for address, runner in self._runners.items():
             self._created.add(address)   # before it exists: a stop from now on removes it
-            code, output = run_for_output(runner, workdir_argv(self._python_for(runner), self._workdir),
-                                          self._ready_timeout)
-            if code != 0:
-                raise LaunchError("{}: cannot create the job directory {} (exit code {}): {}".format(
-                    address, self._workdir, code, output.strip()[-300:] or "no output"))
-            runner.copy(strategy_path, posixpath.join(self._workdir, STRATEGY_FILE))
-            for path in staged:
-                runner.copy(path, posixpath.join(self._workdir, os.path.basename(path)))
+            stage_job_dir(address, runner, self._python_for(runner), self._workdir, strategy_path, staged,
+                          self._ready_timeout)
 
     def _serve_chief(self):
         chief = {n.address: n for n in self.spec.node_specs}[self.spec.chief]
@@ -260,27 +217,15 @@ class Coordinator:
             if node.address == self.spec.chief:
                 continue
             runner = self._runners[node.address]
-            argv = [self._python_for(runner), "-m", "autodist.runtime.server", "--job-id", self.job_id,
-                    "--cluster", cluster, "--task", str(self.spec.task_index(node.address)),
-                    "--cpus", str(cpu_count_of(node)), "--chief-task", str(self.context.chief_task),
-                    "--threads", str(node.threads), "--cores", ",".join(str(c) for c in node.cores)]
+            argv = server_argv(self._python_for(runner), self.job_id, cluster, self.spec.task_index(node.address),
+                               node, self.context.chief_task)
             self._servers[node.address] = runner.run(argv, env={"PYTHONUNBUFFERED": "1"},
                                                      log_path=self.logs.file(node.address, "server"))
 
     def _await_ready(self, handles, what):
         """Wait until the process of every node in ``handles`` has announced its server (``READY``)."""
-        deadline = time.monotonic() + self._ready_timeout
         started = "" if handles is self._servers else " its TensorFlow server"
-        for handle in handles.values():
-            while READY not in handle.tail(MAX_TAIL_LINES):
-                code = handle.poll()
-                if code is not None:
-                    raise handle.failure("failed: its {} {} while starting{}".format(what, describe_exit(code), started))
-                if time.monotonic() > deadline:
-                    raise handle.failure("failed: its {} did not start{} within {:.0f} s".format(
-                        what, started, self._ready_timeout))
-                self._signals.check()
-                time.sleep(0.1)
+        await_ready(handles, what, self._ready_timeout, self._signals.check, started)
 
     def _start_workers(self, argv, cwd, serves=False):
         for node in self.spec.node_specs:

@@ -27,7 +27,9 @@ then starts attempt k+1), and from the second attempt on, with ``min_nodes``,
 nodes that fail preflight are left out (``runtime.shrink``).
 
 How a job ends in every case (bounded waits, statuses, signals) is told in
-``docs/running.md``, "How a job ends".
+``docs/running.md``, "How a job ends". What the chief hands the other nodes
+(the strategy, its calibration, the argv) is ``runtime.strategy_handoff``; the
+session's tracer and scalar log, ``runtime.job_views``.
 """
 import atexit
 import dataclasses
@@ -39,57 +41,26 @@ import tempfile
 import time
 
 from autodist.errors import LaunchError, RemoteWorkerError, SessionError
-from autodist.runner.base import wait_until
 from autodist.runtime.context import JobContext
-from autodist.runtime.coordinator import Coordinator, runner_factory
+from autodist.runtime.coordinator import Coordinator
 from autodist.runner.srun import pick_launcher
 from autodist.runtime.member_server import note_exit, serve
 from autodist.runtime.node_session import open_node_session
 from autodist.runtime.notices import notice
 from autodist.runtime.progress import Progress
 from autodist.runtime.restart import NODE_FAILED, attempt_of
-from autodist.runtime.server import start_in_process
 from autodist.runtime.shrink import leave_out_unreachable, plan_change, restricted
 from autodist.runtime.stall import DEFAULT_STALL_TIMEOUT, member_stall
 from autodist.runtime.step_report import ReportWriter, StepMonitor
+from autodist.runtime.job_views import JobViews
+from autodist.runtime.node_launch import runner_factory, single_node_job
+from autodist.runtime.strategy_handoff import (build_strategy, keep_calibration, load_strategy, script_argv,
+                                               shipped_calibration, write_calibration)
 from autodist.spec.cluster import cpu_count_of
 
 __all__ = ["Job", "build_strategy", "load_strategy", "script_argv", "EXIT_NODE_FAILED"]
 
 EXIT_NODE_FAILED = 1   # the chief's status when another node's script failed (as `autodist run`)
-
-
-def build_strategy(graph_item, resource_spec, builder):
-    """The builder's strategy, compiled for the cluster."""
-    from autodist.strategies import StrategyCompiler
-    strategy = builder.build(graph_item, resource_spec)
-    return StrategyCompiler(graph_item, resource_spec).compile(strategy)
-
-
-def _write_calibration(directory, calibration):
-    from autodist.strategies.cost.calibration import JOB_CALIBRATION_FILE, write_calibration_file
-    return write_calibration_file(os.path.join(directory, JOB_CALIBRATION_FILE), calibration)
-
-
-def load_strategy(context):
-    """A member's strategy: the file the chief wrote (waits for it, bounded)."""
-    from autodist.strategies.base import Strategy
-    path = os.path.expanduser(context.strategy_path)  # a path on this node, maybe "~/..."
-    if not wait_until(lambda: os.path.exists(path), context.strategy_wait, 0.2):
-        raise LaunchError("node {}: the chief's strategy did not appear at {} within {:.0f} s".format(
-            context.address, context.strategy_path, context.strategy_wait))
-    return Strategy.deserialize(path=path)
-
-
-def _single_node_job(resource_spec, job_id):
-    """A one-node job with its server in this process: its JobContext."""
-    from autodist.runner import free_port
-    address = resource_spec.chief
-    servers = {address: "localhost:{}".format(free_port())}
-    context = JobContext(job_id=job_id, address=address, servers=servers, chief=address, strategy_path="")
-    node = resource_spec.node_specs[0]
-    start_in_process(context.cluster_spec(), 0, cpu_count_of(node), 0, node.threads, node.cores)
-    return context
 
 
 class Job:
@@ -123,8 +94,7 @@ class Job:
                  stall_timeout=DEFAULT_STALL_TIMEOUT, min_nodes=None, launcher=None):
         self._spec = self._full_spec = resource_spec
         self._launcher = pick_launcher(launcher, environ if environ is not None else {})
-        self._trace_dir, self._logdir = trace_dir, logdir   # the views (``_views``); None: off
-        self._tracer = self._scalars = None
+        self._job_views = JobViews(trace_dir, logdir)   # the views (``_views``); None: off
         self._verbose = verbose
         self._progress_wanted = (progress, total_steps)
         self._progress = None
@@ -225,24 +195,20 @@ class Job:
             notice(None, plan_change(self._full_spec, self._spec, self.strategy_builder, *(
                 len(s.graph_config.replicas) for s in (before, strategy))))
         if len(self._spec.node_specs) == 1:
-            context = _single_node_job(self._spec, job_id)
+            context = single_node_job(self._spec, job_id)
             self._session_args = (context, None, None)
             return open_node_session(item, strategy, context, self._spec, monitor=self._monitor,
                                      **self._views(context, strategy, item))
         return self._launch(item, strategy, job_id, calibration)
 
     def _keep_calibration(self):
-        """The chief's calibration for its builder (None: the builder plans without one), fixed for the
-        job: the chief's builder keeps it, and every node gets it with the strategy."""
-        calibration = self.strategy_builder.job_calibration(self._spec)
-        if calibration is not None:
-            self._builder = self._builder.with_calibration(calibration)
+        """The chief's calibration for its builder, fixed for the job (``strategy_handoff.keep_calibration``)."""
+        self._builder, calibration = keep_calibration(self.strategy_builder, self._spec)
         return calibration
 
     def _adopt_calibration(self, strategy_path):
         """A member plans as the chief does: with the calibration shipped next to the strategy, if any."""
-        from autodist.strategies.cost.calibration import JOB_CALIBRATION_FILE, read_calibration_file
-        calibration = read_calibration_file(os.path.join(os.path.dirname(strategy_path), JOB_CALIBRATION_FILE))
+        calibration = shipped_calibration(strategy_path)
         if calibration is not None:
             self._builder = self.strategy_builder.with_calibration(calibration)
 
@@ -251,7 +217,7 @@ class Job:
         staging = tempfile.mkdtemp(prefix="autodist-")
         try:   # the staged copy goes also when the launch fails (preflight, a signal)
             path = strategy.serialize(os.path.join(staging, "strategy.pb"))
-            staged = [_write_calibration(staging, calibration)] if calibration is not None else []
+            staged = [write_calibration(staging, calibration)] if calibration is not None else []
             self._coordinator = coordinator = Coordinator(
                 self._spec, job_id, verbose=self._verbose, monitor=self._monitor, stall_timeout=self._stall_timeout,
                 worker_env=self.worker_env, before_term=self._before_term,
@@ -272,7 +238,7 @@ class Job:
         if context.is_chief:
             calibration = self._keep_calibration()
             if calibration is not None:   # before the strategy, for which the others wait
-                _write_calibration(os.path.dirname(path), calibration)
+                write_calibration(os.path.dirname(path), calibration)
             strategy = build_strategy(item, self._spec, self.strategy_builder)
             strategy.serialize(path)
         else:
@@ -332,23 +298,11 @@ class Job:
     @property
     def scalars(self):
         """This node's ScalarLog (``logdir``), or None."""
-        return self._scalars
+        return self._job_views.scalars
 
     def _views(self, context, strategy, item):
-        """The session's tracer and scalar log: made with the first session, kept by reopened ones."""
-        if self._trace_dir and self._tracer is None:
-            from autodist.runtime.timeline import StepTracer
-            self._tracer = StepTracer(self._trace_dir, context.task_index, context.address, context.num_tasks,
-                                      context.is_chief, target=context.target)
-        if self._logdir and self._scalars is None:
-            from autodist.runtime.summaries import ScalarLog, node_bytes_per_step
-            from autodist.strategies.inputs import builder_variables
-            from autodist.strategies.report import plan_report
-            report = plan_report(strategy, builder_variables(item), self._spec)
-            self._scalars = ScalarLog(self._logdir, context.task_index,
-                                      node_bytes_per_step(report, context.task_index, context.address),
-                                      address=context.address)
-        return {"tracer": self._tracer, "scalars": self._scalars}
+        """The session's tracer and scalar log (``runtime.job_views``): made with the first session."""
+        return self._job_views.for_session(context, strategy, item, self._spec)
 
     # -- finish ------------------------------------------------------------------------
     def finish(self, abort=False, timeout=120.0, reason=None):
@@ -428,11 +382,3 @@ def _leave_with(status):
     logging.shutdown()
     os._exit(status)  # see Job._finish_at_exit: at exit there is no other way to set the status
 
-
-def script_argv():
-    """The chief's script and arguments, to start the same program on the other nodes."""
-    if not sys.argv or not sys.argv[0] or sys.argv[0] in ("-c", "-m"):
-        raise LaunchError("the other nodes run the same script as the chief, but this program was not "
-                          "started from a script file (sys.argv[0] is {!r}); put the training code in a "
-                          "file and run `python file.py`".format(sys.argv[0] if sys.argv else ""))
-    return [os.path.abspath(sys.argv[0])] + sys.argv[1:]

@@ -27,7 +27,8 @@ from autodist.errors import SessionError
 from autodist.kernel.graph_transformer import GraphTransformer
 from autodist.kernel.assignment import NodeContext
 from autodist.kernel.names import INIT_OPS
-from autodist.runtime.session import DistributedSession, FetchMapper, WatchedCaller, await_failure, close_bounded
+from autodist.runtime.fetch_mapping import FetchMapper
+from autodist.runtime.session import DistributedSession, WatchedCaller, await_failure, close_bounded
 
 __all__ = ["open_node_session", "run_init", "INIT_GRACE"]
 

@@ -23,7 +23,7 @@ import tensorflow as tf
 from tensorflow.python.client import session as tf_session
 from tensorflow.python.framework import stack as tf_stack
 
-from autodist.runtime.session import flatten_fetches
+from autodist.runtime.fetch_mapping import flatten_fetches
 
 __all__ = ["AutorunSession"]
 

@@ -62,7 +62,7 @@ def leave_out_unreachable(spec, min_nodes, say, timeout=60.0, python="python3", 
     Raises ``PreflightError`` naming every failed node when fewer would remain.
     """
     if runner_factory is None:
-        from autodist.runtime.coordinator import default_runner as runner_factory
+        from autodist.runtime.node_launch import default_runner as runner_factory
     failures = _unfit_nodes(spec, timeout, python, runner_factory)
     if not failures:
         return spec, {}

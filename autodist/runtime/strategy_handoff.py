@@ -1,0 +1,66 @@
+"""What the chief hands every other node of a job: the strategy, the calibration it was planned with, the argv.
+
+``autodist.runtime.job`` decides who builds and who reads; this module is the
+hand-off itself, through the job's directory on every node::
+
+    chief    build_strategy(item, spec, builder) -> <workdir>/strategy.pb
+             keep_calibration(builder, spec)     -> <workdir>/<JOB_CALIBRATION_FILE> (AutoStrategy)
+             script_argv()                       -> ["/abs/train.py", "--epochs", "3"]
+    member   load_strategy(context)              <- strategy.pb (waits for it, bounded)
+             shipped_calibration(strategy_path)  <- the calibration next to it, or None
+"""
+import os
+import sys
+
+from autodist.errors import LaunchError
+from autodist.runner.base import wait_until
+
+__all__ = ["build_strategy", "load_strategy", "keep_calibration", "write_calibration", "shipped_calibration",
+           "script_argv"]
+
+
+def build_strategy(graph_item, resource_spec, builder):
+    """The builder's strategy, compiled for the cluster."""
+    from autodist.strategies import StrategyCompiler
+    strategy = builder.build(graph_item, resource_spec)
+    return StrategyCompiler(graph_item, resource_spec).compile(strategy)
+
+
+def load_strategy(context):
+    """A member's strategy: the file the chief wrote (waits for it, bounded)."""
+    from autodist.strategies.base import Strategy
+    path = os.path.expanduser(context.strategy_path)  # a path on this node, maybe "~/..."
+    if not wait_until(lambda: os.path.exists(path), context.strategy_wait, 0.2):
+        raise LaunchError("node {}: the chief's strategy did not appear at {} within {:.0f} s".format(
+            context.address, context.strategy_path, context.strategy_wait))
+    return Strategy.deserialize(path=path)
+
+
+def keep_calibration(builder, resource_spec):
+    """``(builder, calibration)``: the chief's calibration for ``builder`` (None: it plans without one) and
+    the builder fixed on it for the job; every node gets the same calibration with the strategy."""
+    calibration = builder.job_calibration(resource_spec)
+    if calibration is not None:
+        builder = builder.with_calibration(calibration)
+    return builder, calibration
+
+
+def write_calibration(directory, calibration):
+    """Write the job's calibration into ``directory`` (next to the strategy); its path."""
+    from autodist.strategies.cost.calibration import JOB_CALIBRATION_FILE, write_calibration_file
+    return write_calibration_file(os.path.join(directory, JOB_CALIBRATION_FILE), calibration)
+
+
+def shipped_calibration(strategy_path):
+    """The calibration the chief shipped next to the strategy at ``strategy_path``, or None."""
+    from autodist.strategies.cost.calibration import JOB_CALIBRATION_FILE, read_calibration_file
+    return read_calibration_file(os.path.join(os.path.dirname(strategy_path), JOB_CALIBRATION_FILE))
+
+
+def script_argv():
+    """The chief's script and arguments, to start the same program on the other nodes."""
+    if not sys.argv or not sys.argv[0] or sys.argv[0] in ("-c", "-m"):
+        raise LaunchError("the other nodes run the same script as the chief, but this program was not "
+                          "started from a script file (sys.argv[0] is {!r}); put the training code in a "
+                          "file and run `python file.py`".format(sys.argv[0] if sys.argv else ""))
+    return [os.path.abspath(sys.argv[0])] + sys.argv[1:]
