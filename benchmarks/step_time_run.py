@@ -103,7 +103,8 @@ def free_ports(count):
 
 
 def child_env(args, config):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
+    # PYTHONSAFEPATH: a ``-c`` / ``-m`` child must import autodist from --package-root, not from the cwd
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1", PYTHONSAFEPATH="1")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (args.package_root, os.environ.get("PYTHONPATH")) if p)
     env.pop("TF_CONFIG", None)
     for name in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
