@@ -126,7 +126,7 @@ class Job:
             self._spec = restricted(resource_spec, self._context.addresses)
         elif min_nodes and self.attempt and self.attempt > 1:
             self._spec, _ = leave_out_unreachable(resource_spec, min_nodes, lambda text: notice(
-                None, "attempt {}: {}".format(self.attempt, text)))
+                None, "attempt {}: {}".format(self.attempt, text)), runner_factory=runner_factory(self._launcher))
 
     @property
     def resource_spec(self):

@@ -79,3 +79,15 @@ def test_a_launched_node_sees_only_the_nodes_of_its_job():
     job = Job(ResourceSpec.from_string(THREE), context=context)
     assert [n.address for n in job.resource_spec.node_specs] == ["127.0.0.1", "127.0.0.2"]
     assert (job.num_workers, job.worker_index, job.attempt) == (2, 1, None)
+
+
+def test_a_relaunch_preflights_through_the_jobs_launcher(monkeypatch):
+    """Under the srun launcher the relaunch's preflight starts srun steps, not SSH sessions."""
+    import autodist.runtime.node_launch as node_launch
+    made = []
+    monkeypatch.setattr(node_launch, "srun_runner", _factory(made))
+    monkeypatch.setattr(node_launch, "default_runner", lambda *a, **k: pytest.fail("SSH used under srun"))
+    job = Job(ResourceSpec.from_string(THREE), min_nodes=1, launcher="srun",
+              environ={"AUTODIST_ATTEMPT": "2", "SLURM_JOB_NODELIST": "127.0.0.[1-3]"})
+    assert [n.address for n in job.resource_spec.node_specs] == ["127.0.0.1", "127.0.0.2"]
+    assert sorted(r.name for r in made) == ["127.0.0.2", "127.0.0.3"]
