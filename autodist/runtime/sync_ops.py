@@ -1,4 +1,4 @@
-"""Which session calls are training steps: the calls that wait for the other nodes.
+"""Which session calls wait for the other nodes: the steps a stall report counts.
 
 A node's session calls are not all alike. A training step runs the ops the
 kernels put in to synchronize the replicas (a collective all-reduce, a
@@ -18,6 +18,8 @@ In a graph without any such op (asynchronous parameter servers: no node
 waits for another) every call counts, as the calls are all the steps there are.
 A queue of the user's own input pipeline counts like the kernels' queues.
 """
+from autodist.kernel.analysis import ancestors
+
 __all__ = ["SyncIndex", "SYNC_OP_TYPES"]
 
 _KNOWN = 1024   # sets of names remembered; a script fetching ever new sets starts over
@@ -55,15 +57,5 @@ class SyncIndex:
 
     def _walk(self, names):
         graph = self._graph
-        pending = [graph.get_operation_by_name(name.split(":")[0]) for name in names]
-        seen = set()
-        while pending:
-            op = pending.pop()
-            if op.name in seen:
-                continue
-            seen.add(op.name)
-            if op.type in SYNC_OP_TYPES:
-                return True
-            pending.extend(t.op for t in op.inputs)
-            pending.extend(op.control_inputs)
-        return False
+        roots = [graph.get_operation_by_name(name.split(":")[0]) for name in names]
+        return any(op.type in SYNC_OP_TYPES for op in ancestors(roots))
