@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from autodist.kernel import contract
 from autodist.kernel.names import INIT_KEY_OFFSET
 from kernel_harness import capture, device, make_strategy, nodes_by_name, parallel, tf1, transform, transform_job
 
@@ -57,17 +58,35 @@ def one_node():
     return transform(item, make_strategy([T0C0, T0C1], ar=STRATEGY_VARS))
 
 
-def test_a_group_of_dense_gradients_is_one_collective_per_replica(one_node):
-    nodes = nodes_by_name(one_node.item.graph_def)
-    float_reduces = [c for c in _collectives(nodes) if c[0] == "CollectiveReduceV2" and c[1] == "float32"]
+def _dense_collectives(nodes, op):
+    """(device, instance key) of the dense groups' collectives of type ``op`` (constant keys, float32)."""
+    return [(c[2], c[5]) for c in _collectives(nodes) if c[0] == op and c[1] == "float32" and c[5] is not None]
+
+
+def _assert_one_collective_per_group_and_replica(found, nodes):
     # three dense variables in two groups: two collectives per replica, not three
-    assert sorted(c[2] for c in float_reduces) == [T0C0, T0C0, T0C1, T0C1]
+    assert sorted(device for device, _ in found) == [T0C0, T0C0, T0C1, T0C1]
     by_key = {}
-    for c in float_reduces:
-        by_key.setdefault(c[5], []).append(c[2])
+    for device, key in found:
+        by_key.setdefault(key, []).append(device)
     assert sorted(sorted(v) for v in by_key.values()) == [[T0C0, T0C1], [T0C0, T0C1]]
     flat = nodes["AutoDist-AllReduce/group_0/AutoDist-Replica-1/flat"]
     assert flat.op == "ConcatV2" and len([i for i in flat.input if not i.startswith("^")]) == 3  # 2 + axis
+
+
+def test_a_group_of_dense_gradients_is_one_collective_per_replica(one_node):
+    # the groups are a few bytes: each is all-gathered and added by every replica (contract.GATHER_BYTES)
+    nodes = nodes_by_name(one_node.item.graph_def)
+    assert not _dense_collectives(nodes, "CollectiveReduceV2")
+    _assert_one_collective_per_group_and_replica(_dense_collectives(nodes, "CollectiveGatherV2"), nodes)
+
+
+def test_a_bucket_past_gather_bytes_is_ring_all_reduced(monkeypatch):
+    monkeypatch.setattr(contract, "GATHER_BYTES", 0)
+    item, _ = capture(_model)
+    nodes = nodes_by_name(transform(item, make_strategy([T0C0, T0C1], ar=STRATEGY_VARS)).item.graph_def)
+    assert not _dense_collectives(nodes, "CollectiveGatherV2")
+    _assert_one_collective_per_group_and_replica(_dense_collectives(nodes, "CollectiveReduceV2"), nodes)
 
 
 def test_instance_keys_are_the_jobs_and_shared_by_every_replica(one_node):
@@ -86,8 +105,8 @@ def test_instance_keys_are_the_jobs_and_shared_by_every_replica(one_node):
 
 def test_sparse_gradients_are_all_gathered(one_node):
     nodes = nodes_by_name(one_node.item.graph_def)
-    gathers = [n for n in nodes.values() if n.op == "CollectiveGatherV2"]
-    assert {n.device for n in gathers} == {T0C0, T0C1}
+    gathers = [n for n in nodes.values() if n.op == "CollectiveGatherV2" and n.name.startswith("AutoDist-AllReduce/sparse/")]
+    assert len(gathers) == 6 and {n.device for n in gathers} == {T0C0, T0C1}
     assert not any(n.op == "UnsortedSegmentSum" and n.name.startswith("AutoDist-AllReduce/") for n in nodes.values())
 
 

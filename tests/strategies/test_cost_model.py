@@ -76,14 +76,18 @@ def test_partitioned_ps_shards_go_to_their_servers():
 
 def test_ring_all_reduce_fuses_a_group_and_rings_the_replicas():
     replicas = [A + ":CPU:0", A + ":CPU:1", B + ":CPU:0"]
-    u, v, other = _var("u", [1000]), _var("v", [500]), _var("x", [250])   # group 0: 6000 bytes, group 1: 1000
+    u, v, other = _var("u", [30000]), _var("v", [500]), _var("x", [250])   # group 0: 122000 bytes, group 1: 1000
     entries = [variable_entry(u.name, "u", [AllReduceEntry(group=0)]),
                variable_entry(v.name, "v", [AllReduceEntry(group=0)]),
                variable_entry(other.name, "x", [AllReduceEntry(group=1)])]
     traffic = step_traffic(_strategy(entries, replicas), [u, v, other])
-    # hop bytes 2 (N - 1) / N * G = 4/3 * (6000 + 1000); 2 (N - 1) = 4 messages per group and hop
-    hop = (4.0 / 3.0 * 6000 + 4.0 / 3.0 * 1000, 8)
-    assert _links(traffic) == {(COLLECTIVE, A, A): hop, (COLLECTIVE, A, B): hop, (COLLECTIVE, B, A): hop}
+    # group 0 is rung: hop bytes 2 (N - 1) / N * G = 4/3 * 122000, 2 (N - 1) = 4 messages a hop;
+    # group 1 is under GATHER_BYTES and all-gathered: (N - 1) * G = 2000 bytes, N - 1 = 2 messages a hop
+    hop = (4.0 / 3.0 * 122000 + 2000, 6)
+    links = _links(traffic)
+    assert set(links) == {(COLLECTIVE, A, A), (COLLECTIVE, A, B), (COLLECTIVE, B, A)}
+    for found in links.values():
+        assert found == (pytest.approx(hop[0]), hop[1])
     assert traffic.exchanges() == (COLLECTIVE,)
 
 
@@ -98,7 +102,7 @@ def test_sparse_all_reduce_is_an_all_gather_of_the_touched_rows():
 
 
 @pytest.mark.parametrize("compressor, expected_bytes, messages", [
-    (Compressor.NoneCompressor, 20000.0, 2),
+    (Compressor.NoneCompressor, 20000.0, 1),    # 20 kB: under GATHER_BYTES, one all-gather message
     (Compressor.HorovodCompressor, 10000.0, 2),
     (Compressor.PowerSGDCompressor, 600.0, 4),   # (100 + 50) x rank 1 x 4 bytes, in two rings
 ])

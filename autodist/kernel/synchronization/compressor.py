@@ -1,6 +1,7 @@
 """Gradient compressors for all-reduce: what goes over the wire, and what is kept back.
 
     NoneCompressor       flat ---------------------- all-reduce(mean) ------------> flat
+                         (up to GATHER_BYTES: all-gather, then each replica adds the rows)
     HorovodCompressor    flat -> float16 ----------- all-reduce(sum) -> float32 / R
     HorovodCompressorEF  c = flat + e; q = float16(c); e <- c - q  (error feedback)
                          q ------------------------- all-reduce(sum) -> float32 / R
@@ -18,9 +19,9 @@ import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
 from tensorflow.python.ops import collective_ops, gen_resource_variable_ops
 
-from autodist.kernel.contract import CollectiveSpec, Compressor
+from autodist.kernel.contract import CollectiveSpec, Compressor, gathers
 
-__all__ = ["Collectives", "reduce_flat", "powersgd"]
+__all__ = ["Collectives", "reduce_flat", "powersgd", "gathered_mean"]
 
 _POWERSGD_SEED = 20200215
 
@@ -81,7 +82,12 @@ def _read(handle, dtype):
 
 def reduce_flat(collectives, flat, compressor, key, hint, state_name):
     """All-reduce one flat float vector; returns (mean, step ops, new variables)."""
-    if compressor == Compressor.NoneCompressor or not flat.dtype.is_floating:
+    if not flat.dtype.is_floating:
+        return collectives.all_reduce(flat, key, hint), [], []
+    if compressor == Compressor.NoneCompressor:
+        if gathers(flat.shape.num_elements() * flat.dtype.size if flat.shape.is_fully_defined() else None):
+            rows = collectives.all_gather(tf.reshape(flat, [1, -1]), key, hint)
+            return gathered_mean(rows, collectives.assignment.num_replicas), [], []
         return collectives.all_reduce(flat, key, hint), [], []
     count = tf.cast(collectives.assignment.num_replicas, flat.dtype)
     if compressor == Compressor.HorovodCompressor:
@@ -96,6 +102,13 @@ def reduce_flat(collectives, flat, compressor, key, hint, state_name):
         total = collectives.all_reduce(sent, key, hint, final="Id")
         return tf.cast(total, flat.dtype) / count, [update], [(handle.op.name, init.name)]
     raise ValueError("compressor {} does not reduce flat vectors".format(compressor))
+
+
+def gathered_mean(rows, count):
+    """The mean of ``count`` replicas' vectors all-gathered as the rows of ``rows``. Every replica adds
+    the rows itself, in replica order, so all get the same bits (with two replicas, the ring's
+    ``(a + b) / 2``)."""
+    return tf.math.add_n(tf.unstack(rows, num=count)) / tf.cast(count, rows.dtype)
 
 
 def powersgd(collectives, grad, rank, keys, hint, state_name):

@@ -26,8 +26,9 @@ probe runs (the fastest run would describe an idle machine)::
     collective bandwidth 2 (N - 1) / N * COLLECTIVE_BYTES / (ar_big - ar_step): a 16 MiB
                          all-reduce that every node runs from its own client, as the kernel's
                          buckets do
-    round_trip_s         ar_step - fixed_step_s - 2 (N - 1) collective latencies: a one-float
-                         all-reduce that every node runs from its own client
+    round_trip_s         ar_step - fixed_step_s - (N - 1) collective latencies: a one-float
+                         all-reduce that every node runs from its own client, by all-gather as
+                         the kernel's small buckets go (N - 1 messages a hop)
     update rate          BIG / (assign_add of BIG on the chief - a step on the chief alone)
     local bandwidth      an in-process copy of BIG bytes (numpy)
     flops                a 512 x 512 matrix product of a variable on the chief's CPU (- the same)
@@ -150,7 +151,7 @@ def _measure(tf, np, target, config, devices, repeats):
                  collective_latency_s=max(t["ar_many"] - t["ar_one"], 0.0) / (SMALL_COUNT - 1) / (2 * (n - 1)),
                  collective_bandwidth=2.0 * (n - 1) / n * COLLECTIVE_BYTES / max(t["ar_big"] - t["ar_step"], 1e-6))
     found.update(ps_step_s=max(t["ps_one"] - t["local"] - found["rpc_latency_s"], 0.0),
-                 round_trip_s=max(t["ar_step"] - t["local"] - 2 * (n - 1) * found["collective_latency_s"], 0.0))
+                 round_trip_s=max(t["ar_step"] - t["local"] - (n - 1) * found["collective_latency_s"], 0.0))
     found["sparse_update_bytes_per_s"] = _sparse_rate(t, found, n, 2.0 - found["rpc_duplex"])
     return found
 

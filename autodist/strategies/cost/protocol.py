@@ -20,7 +20,8 @@ probe (:mod:`.probe`) fits from them what a single session's fetches cannot show
     ps_many     PS_VARIABLES of them: (ps_many - ps_one) / (PS_VARIABLES - 1) per variable
     ps_sparse   one SPARSE_ROWS x SPARSE_WIDTH table, SPARSE_ROWS distinct rows pushed by every
                 node (sparse accumulator, take, scatter update): the servers' sparse rate
-    ar_step     a one-float all-reduce run by every node: a collective step's own cost
+    ar_step     a one-float all-reduce run by every node, as the kernel runs a small bucket (an
+                all-gather whose rows every node adds): a collective step's own cost
     ar_big      a COLLECTIVE_BYTES all-reduce run by every node: (ar_big - ar_step) is its ring
 
 Each figure is the median of ``repeats`` runs of ``steps`` steps, per step.
@@ -114,6 +115,9 @@ def protocol_graph(tf, devices, name="protocol"):
 
 def _protocol_ops(tf, devices, name):
     from tensorflow.python.ops import collective_ops
+
+    from autodist.kernel.contract import gathers
+    from autodist.kernel.synchronization.compressor import gathered_mean
     steps, variables = {}, []
     one = [_ps_variable(tf, devices, "one0", 1, name + "/one")]
     many = [_ps_variable(tf, devices, "many{}".format(i), 1, name + "/many") for i in range(PS_VARIABLES)]
@@ -126,8 +130,13 @@ def _protocol_ops(tf, devices, name):
             steps[key] = []
             for device in devices:
                 with tf.device(device):
-                    steps[key].append(collective_ops.all_reduce_v2(
-                        tf.ones([elements]), len(devices), 7, instance, merge_op="Add", final_op="Id").op)
+                    ones = tf.ones([elements])
+                    if gathers(elements * 4):   # the kernel's small buckets: all-gather, added locally
+                        rows = collective_ops.all_gather_v2(tf.reshape(ones, [1, -1]), len(devices), 7, instance)
+                        steps[key].append(gathered_mean(rows, len(devices)).op)
+                    else:
+                        steps[key].append(collective_ops.all_reduce_v2(
+                            ones, len(devices), 7, instance, merge_op="Add", final_op="Id").op)
     return steps, [v.initializer for v in variables]
 
 

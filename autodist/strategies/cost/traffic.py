@@ -12,6 +12,8 @@ replicas (the replicas in the plan's order, node-major)::
                                 rows apart: a sparse accumulator merges them at its own rate)
     ring all-reduce of group G  hop i -> i+1 (mod N) carries 2 (N - 1) / N * G bytes in
                                 2 (N - 1) messages; G is the group's fused bytes
+    small group (G <= 64 KiB)   all-gathered instead (``kernel/.../compressor.py``): each hop
+                                carries (N - 1) * G bytes in N - 1 messages
     sparse all-reduce           ring all-gathers: each hop carries (N - 1) * R bytes in
                                 5 (N - 1) messages, R the rows one replica touches padded to a
                                 power of two (the kernel's all-reduce of the row count, then
@@ -29,7 +31,7 @@ import functools
 import math
 from typing import Dict, Tuple
 
-from autodist.kernel.contract import Compressor, read_entries
+from autodist.kernel.contract import Compressor, gathers, read_entries
 from autodist.strategies.report import pieces
 
 __all__ = ["RPC", "COLLECTIVE", "SPARSE_GATHER_MESSAGES", "Link", "StepTraffic", "step_traffic",
@@ -167,10 +169,11 @@ def _next_power_of_two(rows):
     return 1 << max(0, math.ceil(math.log2(max(rows, 1)) - 1e-9))
 
 
-def add_entry(traffic, entry, var, replicas, rows=None, scale=1):
+def add_entry(traffic, entry, var, replicas, rows=None, scale=1, group_bytes=None):
     """Add (``scale=-1``: take back) one variable entry's traffic; returns ``{group: rings}`` of its
     dense all-reduced pieces, whose bytes are added here and whose messages count once per group
-    (``group_messages``)."""
+    (``group_messages``). ``group_bytes``, when given, sums each group's uncompressed bytes (a
+    compressed piece makes its group's infinite: the kernel gathers only uncompressed buckets)."""
     n = len(replicas)
     groups = {}
     for _, sync, nbytes in pieces(entry, var):
@@ -186,14 +189,23 @@ def add_entry(traffic, entry, var, replicas, rows=None, scale=1):
             ring(traffic, replicas, scale * 2.0 * (n - 1) / n * message, 0)
             rings = 2 if sync.compressor == Compressor.PowerSGDCompressor else 1
             groups[sync.group] = max(groups.get(sync.group, 0), rings)
+            if group_bytes is not None:
+                plain = sync.compressor == Compressor.NoneCompressor
+                group_bytes[sync.group] = group_bytes.get(sync.group, 0.0) + (scale * message if plain else math.inf)
     return groups
 
 
-def group_messages(traffic, replicas, groups):
-    """Add the messages of the fused all-reduce groups ``{group: rings}``: 2 (N - 1) a ring and hop."""
+def group_messages(traffic, replicas, groups, group_bytes=None):
+    """Add the messages of the fused all-reduce groups ``{group: rings}``: 2 (N - 1) a ring and hop;
+    a group whose ``group_bytes`` the kernel all-gathers (``contract.gathers``) takes N - 1, and
+    each hop carries (N - 1) times the bucket instead of the ring's 2 (N - 1) / N."""
     n = len(replicas)
     for group in sorted(groups):
-        ring(traffic, replicas, 0.0, 2 * (n - 1) * groups[group])
+        nbytes = (group_bytes or {}).get(group)
+        if groups[group] == 1 and gathers(nbytes):
+            ring(traffic, replicas, (n - 1 - 2.0 * (n - 1) / n) * nbytes, n - 1)
+        else:
+            ring(traffic, replicas, 0.0, 2 * (n - 1) * groups[group])
 
 
 def step_traffic(strategy, variables, sparse_rows=None):
@@ -205,10 +217,10 @@ def step_traffic(strategy, variables, sparse_rows=None):
     by_name = {v.name: v for v in variables}
     rows = sparse_rows or {}
     traffic = StepTraffic()
-    groups = {}
+    groups, group_bytes = {}, {}
     for entry in entries.variables.values():
         for group, rings in add_entry(traffic, entry, by_name.get(entry.var_name), entries.replicas,
-                                      rows.get(entry.var_name)).items():
+                                      rows.get(entry.var_name), group_bytes=group_bytes).items():
             groups[group] = max(groups.get(group, 0), rings)
-    group_messages(traffic, entries.replicas, groups)
+    group_messages(traffic, entries.replicas, groups, group_bytes)
     return traffic
