@@ -59,8 +59,12 @@ def _calibrate(args):
     if args.show:
         found, path = cluster_calibration(spec), calibration_path(spec)
     else:
+        from autodist.runner.console import NodeConsole, quiet_tensorflow_start
+        quiet_tensorflow_start()   # this process's TensorFlow chatter stays off the console too
+        from autodist.runtime.server import READY
         from autodist.strategies.cost.probe import probe
-        found = probe(spec, repeats=args.repeats, sink=sys.stderr)   # the servers' output: stdout stays ours
+        # the nodes' own lines, without TensorFlow's chatter, on stderr: stdout stays ours
+        found = probe(spec, repeats=args.repeats, sink=NodeConsole(stream=sys.stderr, hidden=(READY,)))
         path = save_calibration(spec, found)
     if args.format == "json":
         print(json.dumps({"calibration": found.to_dict(), "prior": prior.to_dict(), "path": path}, indent=2))

@@ -9,7 +9,7 @@
              environment; each script's process hosts its node's server
              (``autodist.runtime.member_server``: one process per node) and
              the launch waits until each listens. With ``scripts_serve=False``
-             (a script that starts no server, e.g. the cost probe's) a server
+             (a script that starts no server) a server
              process (``python -m autodist.runtime.server``) starts on every
              other node first and is waited for instead. Ctrl-C or
              SIGTERM meanwhile stops the launch at its next step and removes

@@ -2,10 +2,10 @@
 
     calibration = probe(spec)        # starts a TensorFlow server per node, measures, stops them
 
-A multi-node spec gets a short job of its own (``runtime.coordinator``: one
-server per node; on every other node the job's script is
-``python -m autodist.strategies.cost.protocol``, that node's client of the
-protocol steps), and this process drives every other measurement from the
+A multi-node spec gets a short job of its own (``runtime.coordinator``: on
+every other node the job's script is ``python -m autodist.strategies.cost.protocol``,
+that node's client of the protocol steps, whose process hosts the node's
+server as a training script's does), and this process drives every other measurement from the
 chief's in-process server; a one-node spec is measured in a local session.
 The chief's in-process server lives until the process ends, so call the
 probe from a process that does nothing else with TensorFlow servers
@@ -38,6 +38,7 @@ With one node the transports are in-process: latencies, ``ps_step_s`` and
 GPUs (all-reduce runs under backprop) and 0 on CPUs (the replica's own cores
 move the bytes).
 """
+import json
 import os
 import statistics
 import tempfile
@@ -55,11 +56,13 @@ SMALL_COUNT = 32
 
 
 def _best_time(session, fetches, repeats):
-    session.run(fetches)
+    """The median time of a step of ``fetches``, run as a callable (as a job's repeated steps are)."""
+    step = session.make_callable(fetches)
+    step()
     times = []
     for _ in range(repeats):
         started = time.perf_counter()
-        session.run(fetches)
+        step()
         times.append(time.perf_counter() - started)
     return statistics.median(times)
 
@@ -177,14 +180,17 @@ def probe(spec, repeats=7, sink=None):
 
 
 def _probe_job(spec, repeats, sink, tf, np, node_config, chief_cpus):
+    from autodist.spec.cluster import cpu_count_of
     from autodist.runner import new_job_id
     from autodist.runtime.coordinator import Coordinator
     coordinator = Coordinator(spec, new_job_id(), sink=sink)
     with tempfile.TemporaryDirectory(prefix="autodist-probe-") as staging:
         empty = os.path.join(staging, "strategy.pb")
         open(empty, "wb").close()   # the job ships no strategy: the coordinator copies an empty file
-        context = coordinator.launch(empty, ["-m", "autodist.strategies.cost.protocol", "--repeats", str(repeats)],
-                                     os.getcwd(), serve_chief=True)
+        # every other node's client hosts its node's server, as a job's script does (one process per node)
+        nodes = json.dumps({n.address: [cpu_count_of(n), n.threads or 0, list(n.cores)] for n in spec.node_specs})
+        context = coordinator.launch(empty, ["-m", "autodist.strategies.cost.protocol", "--repeats", str(repeats),
+                                             "--nodes", nodes], os.getcwd(), serve_chief=True, scripts_serve=True)
     try:
         config = node_config(chief_cpus, context.chief_task)
         config.operation_timeout_in_ms = int(MEMBER_TIMEOUT * 1e3)   # a node that never joins fails the step

@@ -147,18 +147,20 @@ def task_devices(context):
     return [host_cpu(t) for t in order], order.index(context.task_index)
 
 
-def _run(session, fetch, steps):
+def _run(step, steps):
     started = time.perf_counter()
     for _ in range(steps):
-        session.run(fetch)
+        step()
     return (time.perf_counter() - started) / steps
 
 
 def time_protocol(session, fetch, steps=STEPS, repeats=5):
     """The median of ``repeats`` runs of ``steps`` protocol steps, per step. Every node's process
-    calls this with the same arguments at the same time (the protocol holds them in step)."""
-    _run(session, fetch, 2)
-    return statistics.median(_run(session, fetch, steps) for _ in range(repeats))
+    calls this with the same arguments at the same time (the protocol holds them in step). A step
+    is a callable, as a job's repeated training step is (``runtime.run_plans``)."""
+    step = session.make_callable(fetch)
+    _run(step, 2)
+    return statistics.median(_run(step, steps) for _ in range(repeats))
 
 
 def _wait_initialized(tf, session, timeout):
@@ -175,15 +177,22 @@ def _wait_initialized(tf, session, timeout):
 def member_main(argv=None):
     """Another node's side of the probe: run the protocol steps in step with the chief, then exit."""
     import argparse
+    import json
     import os
     import tensorflow as tf
     from autodist.runtime.context import JobContext
+    from autodist.runtime.member_server import serve
+    from autodist.runtime.step_report import StepMonitor
     from autodist.spec.cluster import node_config
     parser = argparse.ArgumentParser(description="the calibration probe's protocol steps on a node")
     parser.add_argument("--repeats", type=int, required=True)
     parser.add_argument("--timeout", type=float, default=MEMBER_TIMEOUT)
+    parser.add_argument("--nodes", default="{}", help="JSON: address -> [cpus, threads, cores] of its server")
     args = parser.parse_args(argv)
     context = JobContext.from_env(os.environ)
+    if context.serves:   # this process hosts its node's server, as a job's script does
+        cpus, threads, cores = json.loads(args.nodes).get(context.address, [1, 0, []])
+        serve(context, cpus, threads, StepMonitor(), cores=cores)
     devices, index = task_devices(context)
     config = node_config(1, context.chief_task)
     config.operation_timeout_in_ms = int(args.timeout * 1e3)   # a step the chief never joins fails, bounded
