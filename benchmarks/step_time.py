@@ -24,7 +24,7 @@ Configurations (``--configs``; ``step_time_roles`` has the processes):
 The baselines train exactly like single-device SGD on the global batch (the
 variables agreed to 1e-8 after three steps when this was written). They run
 with TensorFlow's default graph optimizations (grappler), as a user would;
-autodist turns grappler's meta optimizer off in its own ConfigProto.
+autodist runs only grappler's dependency optimizer (``autodist/spec/cluster.py``).
 
 Every configuration is a real two-node job on loopback (127.0.0.1 and
 127.0.0.2, fresh ports), started by this harness and stopped by it: worker 0

@@ -63,17 +63,23 @@ class CollectiveSpec(enum.IntEnum):
 
 
 DEFAULT_POWERSGD_RANK = 1
-#: An uncompressed fused all-reduce bucket of at most this many bytes is all-gathered and added by
-#: every replica instead of ring all-reduced: a gather waits for N - 1 sequential messages where the
-#: ring waits for 2 (N - 1), and a small bucket's step is those waits (tiny model, two loopback
-#: nodes: 0.64 -> 0.55 ms per step). Past tens of KiB the bytes and the adds dominate (cnn's 2 MB
+#: An uncompressed fused all-reduce bucket whose gather brings each replica at most this many
+#: bytes, (N - 1) x the bucket, is all-gathered and added by every replica instead of ring
+#: all-reduced (CPU replicas only): a gather waits for N - 1 sequential messages where the ring
+#: waits for 2 (N - 1), and a small bucket's step is those waits (tiny model, two loopback nodes:
+#: 0.64 -> 0.55 ms per step). Past tens of KiB the bytes and the adds dominate (cnn's 2 MB
 #: bucket: 14.1 -> 18.2 ms by gather).
 GATHER_BYTES = 64 * 1024
 
 
-def gathers(nbytes):
-    """Whether an uncompressed bucket of ``nbytes`` (None: unknown) is all-gathered (else ring all-reduced)."""
-    return nbytes is not None and nbytes <= GATHER_BYTES
+def gathers(nbytes, replicas):
+    """Whether an uncompressed bucket of ``nbytes`` (None: unknown) is all-gathered rather than ring
+    all-reduced over ``replicas`` (every replica's device name, job-wide, so every node decides the
+    same): only when no replica is a GPU (measured on CPUs over gRPC; NCCL's small all-reduce is
+    already quick) and (N - 1) x ``nbytes`` is at most ``GATHER_BYTES``."""
+    count = len(replicas)
+    return (nbytes is not None and count > 1 and (count - 1) * nbytes <= GATHER_BYTES
+            and not any(":GPU:" in name.upper() for name in replicas))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

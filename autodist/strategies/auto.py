@@ -37,7 +37,7 @@ from autodist.strategies.all_reduce import AllReduce
 from autodist.strategies.base import Strategy, StrategyBuilder
 from autodist.strategies.cost import Compute, cluster_calibration, predict
 from autodist.strategies.cost.model import exposed_comm_s, fixed_step_s, node_comm_s
-from autodist.strategies.cost.traffic import StepTraffic, add_entry, group_messages
+from autodist.strategies.cost.traffic import StepTraffic, add_entry, group_overhead
 from autodist.strategies.inputs import all_cpu_servers, builder_variables, replica_devices
 from autodist.strategies.parallax import Parallax
 from autodist.strategies.partitioned_ps import PartitionedPS
@@ -151,7 +151,8 @@ class _Search:
         self.rows = compute.sparse_rows
         self.traffic = StepTraffic()
         self.loads = {s: 0 for s in self.servers}
-        self.all_reduced = 0
+        self.all_reduced = 0     # variables in the one all-reduced group
+        self.all_reduced_bytes = 0.0   # its uncompressed bytes: gathered or rung, as the kernel decides
         start = PSLoadBalancing().build_from_variables(variables, resource_spec)
         by_op = read_entries(start).variables
         self.entries = [by_op[v.op_name] for v in variables]
@@ -159,12 +160,14 @@ class _Search:
             self._apply(var, entry, 1)
 
     def _apply(self, var, entry, scale):
-        groups = add_entry(self.traffic, entry, var, self.replicas, self.rows.get(var.name), scale)
-        if groups:
-            was = self.all_reduced
+        if self.all_reduced:   # the group's own cost changes with its bytes: take it back, add it anew
+            group_overhead(self.traffic, self.replicas, 1, self.all_reduced_bytes, -1)
+        group_bytes = {}
+        if add_entry(self.traffic, entry, var, self.replicas, self.rows.get(var.name), scale, group_bytes):
             self.all_reduced += scale
-            if (was == 0) != (self.all_reduced == 0):
-                group_messages(self.traffic, self.replicas, {0: scale})
+            self.all_reduced_bytes += group_bytes.get(0, 0.0)
+        if self.all_reduced:
+            group_overhead(self.traffic, self.replicas, 1, self.all_reduced_bytes, 1)
         for part in entry.parts or (entry,):
             if part.synchronizer.kind == "ps":
                 share = var.byte_size // (entry.partition.count if entry.partition else 1)
@@ -207,6 +210,10 @@ class _Search:
             for i in order:
                 var = self.variables[i]
                 self.entries[i] = self._best(var, self.entries[i])
+        return self.strategy()
+
+    def strategy(self):
+        """The current entries as a Strategy."""
         proto = strategy_pb2.Strategy()
         for entry in self.entries:
             write_entry(proto.node_config.add(), entry)

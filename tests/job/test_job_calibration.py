@@ -7,6 +7,7 @@ import pytest
 
 from autodist.spec.resource_spec import ResourceSpec
 from autodist.strategies.cost import prior_calibration, save_calibration
+from autodist.strategies.cost.calibration import PROBE_VERSION
 from jobtools import REPO, SCRIPTS
 
 LOOPBACK = os.path.join(REPO, "resource_specs", "loopback_two_nodes.yml")
@@ -16,7 +17,8 @@ pytestmark = pytest.mark.slow
 
 
 def _calibration(**changes):
-    return dataclasses.replace(prior_calibration(ResourceSpec(LOOPBACK)), source="probe", **changes)
+    return dataclasses.replace(prior_calibration(ResourceSpec(LOOPBACK)), source="probe",
+                               probe_version=PROBE_VERSION, **changes)
 
 
 def test_the_other_node_plans_with_the_chiefs_calibration_not_its_own(chiefs, tmp_path):

@@ -153,3 +153,31 @@ def test_two_nodes_sparse_and_dense_numbers(cluster):
     for node, prefix in copies:
         np.testing.assert_allclose(node.read(prefix + "emb"), want, rtol=1e-6, atol=1e-7)
         np.testing.assert_allclose(node.read(prefix + "b"), -LR * 2 * np.full(3, 2.0, np.float32), rtol=1e-6)
+
+
+def test_every_replica_gets_the_same_bits_of_a_gathered_bucket(cluster):
+    # three replicas on two nodes: each adds the gathered rows itself, in replica order
+    strategy = make_strategy([T0C0, T0C1, T1C0], ar=STRATEGY_VARS)
+    chief, other = cluster(2).open_job(transform_job(_model, strategy, num_tasks=2))
+    xs = [np.random.RandomState(r).uniform(-1, 1, [2, 5]).astype(np.float32) for r in range(3)]
+    ids = [np.array([1], np.int32)] * 3
+    for _ in range(2):
+        parallel([lambda: chief.train({"ids:0": ids[:2], "x:0": xs[:2]}),
+                  lambda: other.train({"ids:0": ids[2:], "x:0": xs[2:]})])
+    for var in ("a", "b", "c"):
+        first = chief.read("AutoDist-Replica-0/" + var)
+        np.testing.assert_array_equal(chief.read("AutoDist-Replica-1/" + var), first)
+        np.testing.assert_array_equal(other.read("AutoDist-Replica-0/" + var), first)
+
+
+def test_one_node_dense_numbers_by_ring(monkeypatch, cluster):
+    monkeypatch.setattr(contract, "GATHER_BYTES", 0)
+    item, _ = capture(_model)
+    node = cluster(1).open(transform(item, make_strategy([T0C0, T0C1], ar=STRATEGY_VARS)))
+    x = [np.arange(10, dtype=np.float32).reshape(2, 5), np.ones([2, 5], np.float32)]
+    for ids in SPARSE_STEPS:
+        node.train({"ids:0": [np.array(i, np.int32) for i in ids], "x:0": x})
+    mean_x = (x[0].mean(0) + x[1].mean(0)) / 2
+    for replica in ("AutoDist-Replica-0/", "AutoDist-Replica-1/"):
+        np.testing.assert_allclose(node.read(replica + "c"), -LR * 3 * mean_x[1:], rtol=1e-6)
+        np.testing.assert_allclose(node.read(replica + "a"), -LR * 3 * mean_x[:2], rtol=1e-6)

@@ -10,3 +10,9 @@ def test_threads_left_to_tensorflow_unless_the_spec_sets_them():
         "0: TF_NUM_INTRAOP_THREADS / TF_NUM_INTEROP_THREADS, else one per core"
     pinned = node_config(1, 1, threads=3)
     assert (pinned.intra_op_parallelism_threads, pinned.inter_op_parallelism_threads) == (3, 3)
+
+
+def test_only_grappler_dependency_optimizer_runs():
+    # an empty list with the meta optimizer on would run Grappler's whole default pipeline
+    rewrite = node_config(1, 0).graph_options.rewrite_options
+    assert list(rewrite.optimizers) == ["dependency"] and not rewrite.disable_meta_optimizer

@@ -149,3 +149,21 @@ def test_measured_compute_is_cached_per_graph(graph_item, tmp_path):
     assert first.source == "measured" and first.step_s > 0 and first.batch == 8
     assert first.sparse_rows == {"emb:0": 8.0}
     assert measure_compute(graph_item, 8, directory=str(tmp_path)) == first   # read back, not run again
+
+
+def test_the_search_prices_a_plan_as_its_written_strategy():
+    # small all-reduced variables on three nodes: gathered by the kernel, so N - 1 messages a hop
+    from autodist.kernel.contract import AllReduceEntry, variable_entry
+    from autodist.strategies.auto import _Search
+    from autodist.strategies.cost.traffic import step_traffic
+    spec = _spec_from([("10.0.0.{}".format(k), (), (0,)) for k in (1, 2, 3)])
+    variables = [_var("u", [300]), _var("v", [200])]
+    search = _Search(variables, spec, Compute(0.01), _calibration())
+    for i, var in enumerate(variables):
+        search._apply(var, search.entries[i], -1)
+        search.entries[i] = variable_entry(var.name, var.op_name, [AllReduceEntry(group=0)])
+        search._apply(var, search.entries[i], 1)
+    written = step_traffic(search.strategy(), variables)
+    links = {key: (link.bytes, link.messages) for key, link in search.traffic.links.items() if link.messages}
+    assert links == {key: (pytest.approx(link.bytes), link.messages) for key, link in written.links.items()}
+    assert {link.messages for link in written.links.values()} == {2}

@@ -11,7 +11,7 @@ from autodist.strategies import PS
 from autodist.strategies.base import Strategy
 from autodist.strategies.cost import (Calibration, Compute, load_calibration, predict, prior_calibration,
                                       save_calibration, step_traffic)
-from autodist.strategies.cost.calibration import spec_key
+from autodist.strategies.cost.calibration import PROBE_VERSION, spec_key
 from autodist.strategies.cost.model import exposed_comm_s, fixed_step_s, node_comm_s
 from autodist.strategies.cost.traffic import COLLECTIVE, RPC
 
@@ -170,9 +170,12 @@ def test_calibration_cache_is_private_and_keyed_by_the_nodes(tmp_path):
     spec = _spec_from([(A, (), (0,)), (B, (), (0,))])
     directory = str(tmp_path / "calibration")
     assert load_calibration(spec, directory) is None
-    measured = _calibration(source="probe")
+    measured = _calibration(source="probe", probe_version=PROBE_VERSION)
     path = save_calibration(spec, measured, directory)
     assert load_calibration(spec, directory) == measured
+    save_calibration(spec, _calibration(source="probe", probe_version=PROBE_VERSION - 1), directory)
+    assert load_calibration(spec, directory) is None   # an older probe measured something else: probe again
+    save_calibration(spec, measured, directory)
     assert stat.S_IMODE(os.stat(directory).st_mode) == 0o700
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     assert spec_key(spec) != spec_key(_spec_from([(A, (), (0,)), (B, (), (0, 1))]))

@@ -5,9 +5,9 @@ fused into one collective per replica:
 
     replica r:  g_a, g_b, g_c --flatten+concat--> flat --all-reduce(mean)--> split --> a', b', c'
 
-and each piece feeds replica r's update of that variable (a bucket of at most
-``contract.GATHER_BYTES`` is all-gathered and added by every replica instead: half
-the ring's sequential messages). IndexedSlices are
+and each piece feeds replica r's update of that variable (a small bucket on CPU
+replicas is all-gathered and added by every replica instead, ``contract.gathers``:
+half the ring's sequential messages). IndexedSlices are
 all-gathered instead (padded to the group's largest row count, the padding
 dropped again), so every replica applies the concatenation of all replicas'
 rows, divided by the number of replicas: the same update a single device

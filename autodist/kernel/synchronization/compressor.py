@@ -1,7 +1,7 @@
 """Gradient compressors for all-reduce: what goes over the wire, and what is kept back.
 
     NoneCompressor       flat ---------------------- all-reduce(mean) ------------> flat
-                         (up to GATHER_BYTES: all-gather, then each replica adds the rows)
+                         (small buckets, contract.gathers: all-gather, each replica adds the rows)
     HorovodCompressor    flat -> float16 ----------- all-reduce(sum) -> float32 / R
     HorovodCompressorEF  c = flat + e; q = float16(c); e <- c - q  (error feedback)
                          q ------------------------- all-reduce(sum) -> float32 / R
@@ -85,7 +85,8 @@ def reduce_flat(collectives, flat, compressor, key, hint, state_name):
     if not flat.dtype.is_floating:
         return collectives.all_reduce(flat, key, hint), [], []
     if compressor == Compressor.NoneCompressor:
-        if gathers(flat.shape.num_elements() * flat.dtype.size if flat.shape.is_fully_defined() else None):
+        nbytes = flat.shape.num_elements() * flat.dtype.size if flat.shape.is_fully_defined() else None
+        if gathers(nbytes, [replica.device for replica in collectives.assignment.replicas]):
             rows = collectives.all_gather(tf.reshape(flat, [1, -1]), key, hint)
             return gathered_mean(rows, collectives.assignment.num_replicas), [], []
         return collectives.all_reduce(flat, key, hint), [], []

@@ -29,7 +29,7 @@ __all__ = ["Calibration", "prior_calibration", "spec_key", "calibration_path", "
            "save_calibration", "read_calibration_file", "write_calibration_file", "JOB_CALIBRATION_FILE",
            "DEFAULT_CALIBRATION_DIR", "PRIOR_LATENCY_S", "PRIOR_FIXED_STEP_S", "PRIOR_ROUND_TRIP_S",
            "PRIOR_FLOPS", "PRIOR_GPU_FLOPS", "PRIOR_LOCAL_BANDWIDTH", "PRIOR_UPDATE_BYTES_PER_S",
-           "PRIOR_SPARSE_UPDATE_BYTES_PER_S", "PRIOR_PS_STEP_S"]
+           "PRIOR_SPARSE_UPDATE_BYTES_PER_S", "PRIOR_PS_STEP_S", "PROBE_VERSION"]
 
 #: Where the probe's results are cached (``~`` expanded when used).
 DEFAULT_CALIBRATION_DIR = os.path.join("~", ".autodist", "calibration")
@@ -48,6 +48,9 @@ PRIOR_LOCAL_BANDWIDTH = 5e9
 PRIOR_UPDATE_BYTES_PER_S = 5e9
 #: A sparse accumulator merges rows by index (a copy per row, no vectorized add): ~10x slower.
 PRIOR_SPARSE_UPDATE_BYTES_PER_S = 5e8
+#: What the probe measures changed (2: the other nodes' clients host their servers, steps are
+#: callables, the one-float collective is a gather): caches of an older probe are probed again.
+PROBE_VERSION = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +71,7 @@ class Calibration:
     overlap: float            # 0: communication waits for backprop; 1: it hides under all of it
     flops: float              # one replica's float operations per second
     source: str = "prior"     # "prior" or "probe"
+    probe_version: int = 0    # the probe that measured it (PROBE_VERSION); 0 for a prior
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -108,13 +112,15 @@ def calibration_path(spec, directory=None):
 
 
 def read_calibration_file(path):
-    """The :class:`Calibration` in ``path``, or None (no file, an unreadable one, or one written before
-    a field the model needs existed: the probe must run again)."""
+    """The :class:`Calibration` in ``path``, or None (no file, an unreadable one, one written before
+    a field the model needs existed, or a probe's from before ``PROBE_VERSION``: the probe must run
+    again)."""
     try:
         with open(path, encoding="utf-8") as handle:
-            return Calibration.from_dict(json.load(handle))
+            found = Calibration.from_dict(json.load(handle))
     except (OSError, ValueError, TypeError):
         return None
+    return None if found.source == "probe" and found.probe_version != PROBE_VERSION else found
 
 
 def write_calibration_file(path, calibration):

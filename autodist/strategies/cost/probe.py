@@ -23,7 +23,8 @@ probe runs (the fastest run would describe an idle machine)::
                          take, apply, release and wait for the token) with one 1-float variable
     sparse update rate   the servers' sparse rows / (ps_sparse - ps_one - their time on the wire)
     collective latency   (32 tiny all-reduces - 1) / 31 / 2 (N - 1) messages of a hop
-    collective bandwidth 2 (N - 1) / N * COLLECTIVE_BYTES / (ar_big - ar_step): a 16 MiB
+    collective bandwidth 2 (N - 1) / N * COLLECTIVE_BYTES / (ar_big - ar_step - (N - 1)
+                         collective latencies, the ring's messages beyond the gather's): a 16 MiB
                          all-reduce that every node runs from its own client, as the kernel's
                          buckets do
     round_trip_s         ar_step - fixed_step_s - (N - 1) collective latencies: a one-float
@@ -44,7 +45,7 @@ import statistics
 import tempfile
 import time
 
-from autodist.strategies.cost.calibration import Calibration
+from autodist.strategies.cost.calibration import PROBE_VERSION, Calibration
 from autodist.strategies.cost.protocol import (COLLECTIVE_BYTES, MEASUREMENTS, MEMBER_TIMEOUT, PS_VARIABLES,
                                                SPARSE_ROWS, SPARSE_WIDTH, protocol_graph, task_devices,
                                                time_protocol)
@@ -148,11 +149,14 @@ def _measure(tf, np, target, config, devices, repeats):
                      round_trip_s=0.0, ps_step_s=0.0)
         found["sparse_update_bytes_per_s"] = _sparse_rate(t, found, n, 1.0)
         return found
+    latency = max(t["ar_many"] - t["ar_one"], 0.0) / (SMALL_COUNT - 1) / (2 * (n - 1))
+    # ar_big is a ring (2 (N - 1) messages), ar_step a gather (N - 1): the rest of the difference is bytes
+    ring_bytes_s = max(t["ar_big"] - t["ar_step"] - (n - 1) * latency, 1e-6)
     found.update(rpc_latency_s=max(t["ps_many"] - t["ps_one"], 0.0) / (PS_VARIABLES - 1),
                  rpc_bandwidth=BIG_BYTES / max(t["big"] - t["one"], 1e-6),
                  rpc_duplex=_duplex(t["big"] - t["one"], t["both"] - t["one"]),
-                 collective_latency_s=max(t["ar_many"] - t["ar_one"], 0.0) / (SMALL_COUNT - 1) / (2 * (n - 1)),
-                 collective_bandwidth=2.0 * (n - 1) / n * COLLECTIVE_BYTES / max(t["ar_big"] - t["ar_step"], 1e-6))
+                 collective_latency_s=latency,
+                 collective_bandwidth=2.0 * (n - 1) / n * COLLECTIVE_BYTES / ring_bytes_s)
     found.update(ps_step_s=max(t["ps_one"] - t["local"] - found["rpc_latency_s"], 0.0),
                  round_trip_s=max(t["ar_step"] - t["local"] - (n - 1) * found["collective_latency_s"], 0.0))
     found["sparse_update_bytes_per_s"] = _sparse_rate(t, found, n, 2.0 - found["rpc_duplex"])
@@ -176,7 +180,7 @@ def probe(spec, repeats=7, sink=None):
         found = _measure(tf, np, "", node_config(cpu_count_of(chief), 0), ["/device:CPU:0"], repeats)
     else:
         found = _probe_job(spec, repeats, sink, tf, np, node_config, cpu_count_of(chief))
-    return Calibration(overlap=1.0 if spec.num_gpus else 0.0, source="probe", **found)
+    return Calibration(overlap=1.0 if spec.num_gpus else 0.0, source="probe", probe_version=PROBE_VERSION, **found)
 
 
 def _probe_job(spec, repeats, sink, tf, np, node_config, chief_cpus):

@@ -22,7 +22,8 @@ probe (:mod:`.probe`) fits from them what a single session's fetches cannot show
                 node (sparse accumulator, take, scatter update): the servers' sparse rate
     ar_step     a one-float all-reduce run by every node, as the kernel runs a small bucket (an
                 all-gather whose rows every node adds): a collective step's own cost
-    ar_big      a COLLECTIVE_BYTES all-reduce run by every node: (ar_big - ar_step) is its ring
+    ar_big      a COLLECTIVE_BYTES all-reduce run by every node: (ar_big - ar_step), less the
+                ring's N - 1 messages beyond the gather's, is its bytes on the ring
 
 Each figure is the median of ``repeats`` runs of ``steps`` steps, per step.
 """
@@ -131,7 +132,7 @@ def _protocol_ops(tf, devices, name):
             for device in devices:
                 with tf.device(device):
                     ones = tf.ones([elements])
-                    if gathers(elements * 4):   # the kernel's small buckets: all-gather, added locally
+                    if gathers(elements * 4, devices):   # the kernel's small buckets: all-gather, added locally
                         rows = collective_ops.all_gather_v2(tf.reshape(ones, [1, -1]), len(devices), 7, instance)
                         steps[key].append(gathered_mean(rows, len(devices)).op)
                     else:

@@ -12,7 +12,8 @@ replicas (the replicas in the plan's order, node-major)::
                                 rows apart: a sparse accumulator merges them at its own rate)
     ring all-reduce of group G  hop i -> i+1 (mod N) carries 2 (N - 1) / N * G bytes in
                                 2 (N - 1) messages; G is the group's fused bytes
-    small group (G <= 64 KiB)   all-gathered instead (``kernel/.../compressor.py``): each hop
+    small group ((N-1) G <= 64 KiB, CPU replicas)
+                                all-gathered instead (``contract.gathers``): each hop
                                 carries (N - 1) * G bytes in N - 1 messages
     sparse all-reduce           ring all-gathers: each hop carries (N - 1) * R bytes in
                                 5 (N - 1) messages, R the rows one replica touches padded to a
@@ -35,7 +36,7 @@ from autodist.kernel.contract import Compressor, gathers, read_entries
 from autodist.strategies.report import pieces
 
 __all__ = ["RPC", "COLLECTIVE", "SPARSE_GATHER_MESSAGES", "Link", "StepTraffic", "step_traffic",
-           "node_of", "wire_bytes", "add_entry", "group_messages", "ring"]
+           "node_of", "wire_bytes", "add_entry", "group_messages", "group_overhead", "ring"]
 
 RPC = "rpc"
 COLLECTIVE = "collective"
@@ -189,23 +190,27 @@ def add_entry(traffic, entry, var, replicas, rows=None, scale=1, group_bytes=Non
             ring(traffic, replicas, scale * 2.0 * (n - 1) / n * message, 0)
             rings = 2 if sync.compressor == Compressor.PowerSGDCompressor else 1
             groups[sync.group] = max(groups.get(sync.group, 0), rings)
-            if group_bytes is not None:
-                plain = sync.compressor == Compressor.NoneCompressor
-                group_bytes[sync.group] = group_bytes.get(sync.group, 0.0) + (scale * message if plain else math.inf)
+            if group_bytes is not None:   # a compressed piece or an unknown shape: the kernel rings the group
+                plain = sync.compressor == Compressor.NoneCompressor and (var is None or var.shape_known)
+                group_bytes[sync.group] = group_bytes.get(sync.group, 0.0) + scale * message if plain else math.inf
     return groups
 
 
 def group_messages(traffic, replicas, groups, group_bytes=None):
-    """Add the messages of the fused all-reduce groups ``{group: rings}``: 2 (N - 1) a ring and hop;
-    a group whose ``group_bytes`` the kernel all-gathers (``contract.gathers``) takes N - 1, and
-    each hop carries (N - 1) times the bucket instead of the ring's 2 (N - 1) / N."""
-    n = len(replicas)
+    """Add the messages of the fused all-reduce groups ``{group: rings}`` (``group_overhead``)."""
     for group in sorted(groups):
-        nbytes = (group_bytes or {}).get(group)
-        if groups[group] == 1 and gathers(nbytes):
-            ring(traffic, replicas, (n - 1 - 2.0 * (n - 1) / n) * nbytes, n - 1)
-        else:
-            ring(traffic, replicas, 0.0, 2 * (n - 1) * groups[group])
+        group_overhead(traffic, replicas, groups[group], (group_bytes or {}).get(group))
+
+
+def group_overhead(traffic, replicas, rings, nbytes, scale=1):
+    """Add (``scale=-1``: take back) what one fused group costs beyond its pieces' ring bytes: 2 (N - 1)
+    messages a ring and hop; a group of ``nbytes`` that the kernel all-gathers (``contract.gathers``)
+    takes N - 1, and each hop carries (N - 1) times the bucket instead of the ring's 2 (N - 1) / N."""
+    n = len(replicas)
+    if rings == 1 and gathers(nbytes, replicas):
+        ring(traffic, replicas, scale * (n - 1 - 2.0 * (n - 1) / n) * nbytes, scale * (n - 1))
+    else:
+        ring(traffic, replicas, 0.0, scale * 2 * (n - 1) * rings)
 
 
 def step_traffic(strategy, variables, sparse_rows=None):
