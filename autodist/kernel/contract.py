@@ -79,6 +79,7 @@ def gathers(nbytes, replicas):
     already quick) and (N - 1) x ``nbytes`` is at most ``GATHER_BYTES``."""
     count = len(replicas)
     return (nbytes is not None and count > 1 and (count - 1) * nbytes <= GATHER_BYTES
+            # both name forms hold ":GPU:" before a GPU's index: "/job:w/task:0/device:GPU:0", "10.0.0.1:GPU:0"
             and not any(":GPU:" in name.upper() for name in replicas))
 
 

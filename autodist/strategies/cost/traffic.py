@@ -192,7 +192,7 @@ def add_entry(traffic, entry, var, replicas, rows=None, scale=1, group_bytes=Non
             groups[sync.group] = max(groups.get(sync.group, 0), rings)
             if group_bytes is not None:   # a compressed piece or an unknown shape: the kernel rings the group
                 plain = sync.compressor == Compressor.NoneCompressor and (var is None or var.shape_known)
-                group_bytes[sync.group] = group_bytes.get(sync.group, 0.0) + scale * message if plain else math.inf
+                group_bytes[sync.group] = (group_bytes.get(sync.group, 0.0) + scale * message) if plain else math.inf
     return groups
 
 
