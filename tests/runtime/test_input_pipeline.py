@@ -80,7 +80,10 @@ _TWO_NODE_SCRIPT = textwrap.dedent("""
         session = ad.create_distributed_session()
         steps = EXAMPLES // (BATCH * ad.num_workers)
         seen = np.concatenate([session.run([batch_ids, train])[0] for _ in range(steps)])
-        print("SEEN", ad.worker_index, " ".join(str(i) for i in seen), flush=True)
+        # one write: print() writes its arguments one by one, and a line from the other node,
+        # which the chief's console writes as it arrives, can land between them
+        sys.stdout.write("SEEN {{}} {{}}\\n".format(ad.worker_index, " ".join(str(i) for i in seen)))
+        sys.stdout.flush()
 """)
 
 
