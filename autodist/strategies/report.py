@@ -14,10 +14,12 @@ counted as its dense size, an upper bound):
   new value (receives M); the server receives ``N * M`` and sends ``N * M``.
 
 Bytes held: a server holds the variables (shards) placed on it; every replica
-holds a copy of each all-reduced variable and of each PS variable that has a
-local proxy. λ = max / mean of the bytes held by the candidate servers (every
-CPU device, and any other device a PS node names); 1.0 when no variable uses a
-parameter server, as all replicas then hold the same bytes.
+holds a copy of each all-reduced variable; a PS variable with a local proxy has
+one copy on the first replica of every node, except on a node of CPU replicas
+that holds the variable itself (``kernel/synchronization/proxy.py``). λ = max /
+mean of the bytes held by the candidate servers (every CPU device, and any
+other device a PS node names); 1.0 when no variable uses a parameter server,
+as all replicas then hold the same bytes.
 
 The strategy is read through ``autodist.kernel.contract`` (the kernel reads
 the same entries), so the report shows what the kernel will do.
@@ -181,7 +183,11 @@ class _Traffic:
         self.held, self.sent, self.received = {}, {}, {}
         self.per_replica_ps = 0      # pushed and pulled by every replica
         self.per_replica_ar = 0      # all-reduced by every replica
-        self.per_replica_copies = 0  # mirrored or proxied on every replica
+        self.per_replica_copies = 0  # mirrored on every replica
+        self.proxies = {}            # first replica of a node -> bytes of the proxies it holds
+        self.first = {}              # node -> its first replica
+        for replica in replicas:
+            self.first.setdefault(replica.rsplit(":", 2)[0], replica)
 
     def add(self, device, held=0, sent=0, received=0):
         self.held[device] = self.held.get(device, 0) + held
@@ -197,7 +203,9 @@ class _Traffic:
             self.add(sync.destination, nbytes, server_sends, server_receives)
             self.per_replica_ps += nbytes
             if sync.proxy:
-                self.per_replica_copies += nbytes
+                for node, first in self.first.items():
+                    if node != sync.destination.rsplit(":", 2)[0] or first.rsplit(":", 2)[1] != "CPU":
+                        self.proxies[first] = self.proxies.get(first, 0) + nbytes
         else:
             self.per_replica_ar += nbytes
             self.per_replica_copies += nbytes
@@ -206,7 +214,7 @@ class _Traffic:
         n = len(self.replicas)
         ring = (2 * (n - 1) * self.per_replica_ar + n // 2) // n if n else 0   # rounded 2(N-1)/N*M
         for replica in self.replicas:
-            self.add(replica, self.per_replica_copies, self.per_replica_ps + ring,
+            self.add(replica, self.per_replica_copies + self.proxies.get(replica, 0), self.per_replica_ps + ring,
                      self.per_replica_ps + ring)
 
 

@@ -120,7 +120,7 @@ def test_one_node_trains_like_one_device_on_the_global_batch(one_node_result, cl
         np.testing.assert_allclose(node.read(name), value, rtol=1e-5, atol=1e-6, err_msg=name)
 
 
-def test_sync_across_two_nodes_with_a_proxy_on_every_node(cluster):
+def test_sync_across_two_nodes_with_a_proxy_where_the_variable_is_remote(cluster):
     results = transform_job(_model, _two_node_strategy(proxy_w=True, sync=True), num_tasks=2)
     chief_nodes, other_nodes = (nodes_by_name(r.item.graph_def) for r in results)
     accumulators = {n.name: (n.op, n.device) for n in chief_nodes.values() if n.op.endswith("ConditionalAccumulator")}
@@ -134,7 +134,13 @@ def test_sync_across_two_nodes_with_a_proxy_on_every_node(cluster):
     # only the chief applies synchronous updates; the other node waits for its token
     assert other_nodes["AutoDist-Replica-0/GradientDescent/update_w/ResourceApplyGradientDescent"].op == "NoOp"
     assert other_nodes["AutoDist-PS/waited"].op == "NoOp" and "AutoDist-PS/release" in chief_nodes
+    # the other node reads its copy; the chief holds w and reads it directly (a copy would spare nothing)
     assert other_nodes["AutoDist-Proxy/w/proxy"].device == T1C0
+    assert not any(name.startswith("AutoDist-Proxy/") for name in chief_nodes)
+    chief_read = chief_nodes[chief_nodes["AutoDist-Replica-1/MatMul"].input[1].split(":")[0]]
+    assert list(chief_read.input) == ["w"]
+    other_read = other_nodes[other_nodes["AutoDist-Replica-0/MatMul"].input[1].split(":")[0]]
+    assert list(other_read.input) == ["AutoDist-Proxy/w/proxy:0"] and other_read.device == T1C0
 
     chief, other = cluster(2).open_job(results)
     want = _reference(3)
@@ -143,36 +149,37 @@ def test_sync_across_two_nodes_with_a_proxy_on_every_node(cluster):
         parallel([lambda: chief.train_global(batch), lambda: other.train_global(batch)])
         server_w = chief.read("w")
         np.testing.assert_allclose(server_w, want[step][0], rtol=1e-5, atol=1e-6)
-        # each node's proxy was refreshed after the step's update
+        # the other node's proxy was refreshed after the step's update
         np.testing.assert_array_equal(other.read("AutoDist-Proxy/w/proxy"), server_w)
-        np.testing.assert_array_equal(chief.read("AutoDist-Proxy/w/proxy"), server_w)
     np.testing.assert_allclose(other.read("b"), want[-1][1], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(other.read("emb"), want[-1][2], rtol=1e-5, atol=1e-6)
 
+    # the forward pass reads the copy: a write to the server is not seen until the next refresh
+    batch = _batch(3)
+    feeds = other.replica_feeds({k: [other.rows(r, v) for r in other.assignment.local] for k, v in batch.items()})
+    before = other.read("AutoDist-Proxy/w/proxy")
+    chief.assign("w", np.array([[5.0], [5.0]], np.float32))
+    stale = other.run("AutoDist-Replica-0/MatMul:0", feeds)
+    np.testing.assert_allclose(stale, other.rows(other.assignment.local[0], batch["x:0"]) @ before, rtol=1e-6)
+    parallel([lambda: chief.train_global(batch), lambda: other.train_global(batch)])
+    server_w = chief.read("w")
+    np.testing.assert_array_equal(other.read("AutoDist-Proxy/w/proxy"), server_w)
+    fresh = other.run("AutoDist-Replica-0/MatMul:0", feeds)
+    np.testing.assert_allclose(fresh, other.rows(other.assignment.local[0], batch["x:0"]) @ server_w, rtol=1e-6)
 
-def test_proxy_is_a_node_local_copy_the_forward_pass_reads(cluster):
+
+def test_no_proxy_on_the_cpus_of_the_node_that_holds_the_variable(cluster):
     item, _ = capture(_model)
     result = transform(item, make_strategy([T0C0, T0C1], ps={"w": dict(device=T0C1, proxy=True),
                                                              "b": dict(device=T0C1), "emb": dict(device=T0C1)}))
     nodes = nodes_by_name(result.item.graph_def)
-    proxy = nodes["AutoDist-Proxy/w/proxy"]
-    assert proxy.op == "VarHandleOp" and proxy.device == T0C0
-    matmul_read = nodes[nodes["AutoDist-Replica-1/MatMul"].input[1].split(":")[0]]
-    assert list(matmul_read.input) == ["AutoDist-Proxy/w/proxy:0"] and matmul_read.device == T0C0
-
+    assert not any(name.startswith("AutoDist-Proxy/") for name in nodes)
+    matmul_read = nodes[nodes["AutoDist-Replica-0/MatMul"].input[1].split(":")[0]]
+    assert list(matmul_read.input) == ["w"]
     node = cluster(1).open(result)
-    np.testing.assert_array_equal(node.read("AutoDist-Proxy/w/proxy"), [[0.5], [-0.5]])   # filled at init
-    batch = _batch(0)
-    feeds = node.replica_feeds({k: [node.rows(r, v) for r in node.assignment.local] for k, v in batch.items()})
-    node.assign("w", np.array([[5.0], [5.0]], np.float32))        # the server moves, the proxy does not
-    stale = node.run("AutoDist-Replica-0/MatMul:0", feeds)
-    np.testing.assert_allclose(stale, batch["x:0"][:3] @ np.array([[0.5], [-0.5]], np.float32), rtol=1e-6)
-    node.train_global(batch)
-    server = node.read("w")
-    assert not np.allclose(server, [[5.0], [5.0]])                # updated by the step...
-    np.testing.assert_array_equal(node.read("AutoDist-Proxy/w/proxy"), server)   # ...and refreshed after it
-    fresh = node.run("AutoDist-Replica-0/MatMul:0", feeds)
-    np.testing.assert_allclose(fresh, batch["x:0"][:3] @ server, rtol=1e-6)
+    for step in range(3):
+        node.train_global(_batch(step))
+    np.testing.assert_allclose(node.read("w"), _reference(3)[-1][0], rtol=1e-5, atol=1e-6)
 
 
 def _constant_gradient_model():

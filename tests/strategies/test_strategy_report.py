@@ -43,12 +43,13 @@ def test_all_reduce_totals(make_var, four_servers):
     assert len(report.devices) == 4 and report.imbalance == 1.0 and report.num_servers == 0
 
 
-def test_proxies_are_held_by_replicas_and_single_server_lambda(make_var, make_spec):
+def test_proxies_are_held_by_other_nodes_and_single_server_lambda(make_var, make_spec):
     spec = make_spec([("127.0.0.1", (), (0,)), ("127.0.0.2", (), (0,))])
     variables = [make_var("w", (100,))]
     report = plan_report(PS(local_proxy_variable=True).build_from_variables(variables, spec), variables, spec)
     assert devices(report)["127.0.0.2:CPU:0"] == (("replica",), 400, 400, 400)
-    assert devices(report)["127.0.0.1:CPU:0"] == (("replica", "server"), 800, 1200, 1200)
+    # the server's own node reads w where it is: no copy there
+    assert devices(report)["127.0.0.1:CPU:0"] == (("replica", "server"), 400, 1200, 1200)
     assert report.imbalance == 2.0, "one of two candidate servers holds everything"
 
 

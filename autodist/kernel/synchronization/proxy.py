@@ -7,14 +7,18 @@ copy is refreshed from the server once the step's update is visible here:
     W (server) --read--> AutoDist-Proxy/W/proxy  <--reads-- replicas' forward pass
                  ^ refreshed after the update (and filled at initialization)
 
-Updates still go to the server variable. The proxy's name is
-``names.proxy_name(W)``; checkpoint restores refresh it by that name.
+Updates still go to the server variable. A node whose replicas are CPU devices
+reads a ``W`` it holds itself directly: a copy in the same memory would cost a
+read and a write of the whole variable per step and spare no message (GPU
+replicas keep theirs: it spares a host-to-device copy per read). The proxy's
+name is ``names.proxy_name(W)``; checkpoint restores refresh it by that name.
 """
 import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
 from tensorflow.python.ops import gen_resource_variable_ops
 
-from autodist.kernel.names import PROXY_HANDLE, proxy_scope
+from autodist.kernel.device import is_cpu_device
+from autodist.kernel.names import PROXY_HANDLE, proxy_scope, task_of
 
 __all__ = ["add_proxies"]
 
@@ -34,10 +38,12 @@ def _forward_reads(assignment, var_op):
 
 def add_proxies(editor, assignment, visible):
     """Add proxies for the variables that ask for one; returns (step ops, [(handle op, initializer op)])."""
-    proxied = [v for v in assignment.ps_vars if v.synchronizer.proxy]
+    device = assignment.local[0].device
+    here = assignment.node.task_index if is_cpu_device(device) else None
+    proxied = [v for v in assignment.ps_vars
+               if v.synchronizer.proxy and task_of(v.synchronizer.destination) != here]
     if not proxied:
         return [], []
-    device = assignment.local[0].device
     scratch = editor.scratch()
     refreshes, new_vars, handles = [], [], {}
     with scratch.graph.as_default():
