@@ -107,6 +107,9 @@ def test_sparse_gradients_are_all_gathered(one_node):
     nodes = nodes_by_name(one_node.item.graph_def)
     gathers = [n for n in nodes.values() if n.op == "CollectiveGatherV2" and n.name.startswith("AutoDist-AllReduce/sparse/")]
     assert len(gathers) == 6 and {n.device for n in gathers} == {T0C0, T0C1}
+    # counts, values, indices: the padding's size comes from the gathered counts, not another collective
+    assert not any(n.op.startswith("CollectiveReduce") and n.name.startswith("AutoDist-AllReduce/sparse/")
+                   for n in nodes.values())
     assert not any(n.op == "UnsortedSegmentSum" and n.name.startswith("AutoDist-AllReduce/") for n in nodes.values())
 
 

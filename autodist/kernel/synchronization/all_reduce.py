@@ -130,7 +130,7 @@ _SIZE_LEVELS = 32  # row counts up to 2**31
 
 def _sparse(scratch, collectives, assignment, group, index, reduced, replica, compressor):
     for var in group:
-        keys = (collectives.key(), collectives.key(), collectives.reserve(2 * _SIZE_LEVELS))
+        keys = (collectives.key(), collectives.reserve(2 * _SIZE_LEVELS))
         parts = assignment.analysis.grad_tensors[var.op_name]
         scope = "AutoDist-AllReduce/sparse/{}/{}".format(var.op_name, replica.prefix)
         with tf.device(replica.device), tf.name_scope(scope):
@@ -146,15 +146,18 @@ def _sparse(scratch, collectives, assignment, group, index, reduced, replica, co
 
 
 def _gather_rows(collectives, values, indices, keys, hint):
-    """Every replica's (indices, values) rows, concatenated in replica order, values / R."""
+    """Every replica's (indices, values) rows, concatenated in replica order, values / R.
+
+    Three collectives in a row: the row counts, then values and indices padded to the largest
+    count's power of two (the count every replica reads from the gathered ones)."""
     rows = tf.shape(values, out_type=tf.int64)[0]
-    most = collectives.all_reduce(rows, keys[0], hint, merge="Max", final="Id")
-    counts = collectives.all_gather(tf.reshape(rows, [1]), keys[1], hint)
+    counts = collectives.all_gather(tf.reshape(rows, [1]), keys[0], hint)
+    most = tf.reduce_max(counts)
     # Pad to a power of two (at least one row: collectives crash on empty tensors).
     level = tf.cast(tf.math.ceil(tf.math.log(tf.cast(tf.maximum(most, 1), tf.float64)) / tf.math.log(
         tf.constant(2.0, tf.float64)) - 1e-9), tf.int64)
     stride = tf.bitwise.left_shift(tf.constant(1, tf.int64), level)
-    key = tf.cast(keys[2] + 2 * level, tf.int32)
+    key = tf.cast(keys[1] + 2 * level, tf.int32)
     first = tf.reshape(tf.stack([tf.constant(0, tf.int64), stride - rows]), [1, 2])
     rest = tf.zeros(tf.stack([tf.rank(values) - 1, 2]), tf.int64)
     all_values = collectives.all_gather(tf.pad(values, tf.concat([first, rest], 0)), key, hint)
