@@ -7,8 +7,15 @@ environment).
 The loopback ``sshd`` (see ``sshd_fixture.py``) is started once per session,
 on first use, and stopped at the end; without ``/usr/sbin/sshd`` every test
 that uses it is skipped.
+
+The tests of Ctrl-C send SIGINT and expect Python's KeyboardInterrupt, here
+and in the processes they start. A shell without job control starts a
+background command (``bash scripts/test.sh &`` in a script) with SIGINT
+ignored, which every child inherits; the suite restores Python's handler so
+that it runs the same in the foreground and in the background.
 """
 import os
+import signal
 import sys
 
 import pytest
@@ -16,6 +23,8 @@ import pytest
 import sshd_fixture
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
