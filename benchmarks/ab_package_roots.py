@@ -52,6 +52,7 @@ def summary(runs):
             values = [r[field] for r in rows if r.get(field) is not None]
             return statistics.median(values) if values else None
         table[key] = {"median_ms": median("median_ms"), "runs_ms": [r["median_ms"] for r in rows],
+                      "errors": [e for r in rows for e in r.get("errors") or ()],
                       "ratio": median("ratio"), "cpu_ms": (median("cpu_s_per_step") or 0.0) * 1e3}
     return table
 
@@ -74,16 +75,18 @@ def main(argv=None):
                 print("pair {}/{}: {}".format(pair + 1, args.pairs, root), flush=True)
                 runs.append((root, run_once(root, args, scratch)))
     table = summary(runs)
-    print("{:<6} {:<18} {:<8} {:>9} {:>7} {:>8}  runs".format("model", "config", "side", "median", "ratio", "CPU ms"))
-    for (model, config, root), row in sorted(table.items()):
-        side = "before" if root == roots[0] else "after"
-        print("{:<6} {:<18} {:<8} {:>9.3f} {:>7} {:>8.2f}  {}".format(
-            model, config, side, row["median_ms"],
-            "-" if row["ratio"] is None else "{:.3f}".format(row["ratio"]), row["cpu_ms"],
-            " ".join("{:.2f}".format(ms) for ms in row["runs_ms"])))
     _results.save(args.label, {"roots": {"before": roots[0], "after": roots[1]}, "pairs": args.pairs,
                                "rows": [dict(model=m, config=c, side="before" if r == roots[0] else "after", **row)
                                         for (m, c, r), row in sorted(table.items())]})
+    print("{:<6} {:<18} {:<8} {:>9} {:>7} {:>8}  runs".format("model", "config", "side", "median", "ratio", "CPU ms"))
+    for (model, config, root), row in sorted(table.items()):
+        side = "before" if root == roots[0] else "after"
+        print("{:<6} {:<18} {:<8} {:>9} {:>7} {:>8.2f}  {}".format(
+            model, config, side, "-" if row["median_ms"] is None else "{:.3f}".format(row["median_ms"]),
+            "-" if row["ratio"] is None else "{:.3f}".format(row["ratio"]), row["cpu_ms"],
+            " ".join("failed" if ms is None else "{:.2f}".format(ms) for ms in row["runs_ms"])))
+        for error in row["errors"]:
+            print("    ! " + (error if len(error) < 400 else error[:400] + " ..."))
     return 0
 
 

@@ -38,7 +38,7 @@ if HERE not in sys.path:
 import _results  # noqa: E402
 from step_time_models import MODELS, graph_logits, loss  # noqa: E402
 from step_time_procs import _children, pin  # noqa: E402
-from step_time_run import SPEC  # noqa: E402
+from step_time_run import SPEC, VARIANTS  # noqa: E402
 
 MARK = "PREDICT_STEP_TIME "
 #: The presets the cost model is scored on (issue 14), and AutoStrategy.
@@ -73,8 +73,11 @@ def predictions(model_name, builders, spec, directory, calibration=None):
     compute = measure_compute(item, model.batch, directory=directory)
     calibration = calibration or cluster_calibration(spec, directory)
     variables = builder_variables(item)
-    found = {name: predict(getattr(strategies, name)().build(item, spec), variables, compute, calibration)
-             for name in builders}
+    found = {}
+    for name in builders:   # a preset, or a variant of one (``step_time_run.VARIANTS``: builder, arguments)
+        builder, arguments = VARIANTS.get(name, (name, {}))
+        found[name] = predict(getattr(strategies, builder)(**arguments).build(item, spec), variables, compute,
+                              calibration)
     auto = strategies.AutoStrategy(calibration=calibration, compute=compute).search(item, spec)
     return found, auto, compute
 
@@ -223,7 +226,7 @@ def compare(spec, measured_rows, directory, calibration):
     measured = {(r["model"], r["config"]): r["median_ms"] for r in measured_rows}
     rows, autos = [], {}
     for model in sorted({m for m, _ in measured}, key=list(MODELS).index):
-        builders = [c for m, c in measured if m == model and c in _builder_names()]
+        builders = [c for m, c in measured if m == model and (c in _builder_names() or c in VARIANTS)]
         found, auto, compute = predictions(model, builders, spec, directory, calibration)
         autos[model] = dict(auto.to_dict(), compute_ms=compute.step_s * 1e3)
         rows += [{"model": model, "builder": name, "predicted_ms": p.step_s * 1e3, "measured_ms": measured[model, name],

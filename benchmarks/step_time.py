@@ -20,6 +20,8 @@ Configurations (``--configs``; ``step_time_roles`` has the processes):
     single            one process, 2 threads on both cores, the global batch
     AllReduce_fp16,   AllReduce with the opt-in compressors HorovodCompressor (float16 on
     AllReduce_powersgd  the wire) and PowerSGDCompressor (rank 1), next to the plain one
+    PS_proxy,         PS and PSLoadBalancing with ``local_proxy_variable=True``: every node
+    PSLoadBalancing_proxy  reads a copy of the variables another node holds
 
 The baselines train exactly like single-device SGD on the global batch (the
 variables agreed to 1e-8 after three steps when this was written). They run

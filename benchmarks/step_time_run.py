@@ -31,7 +31,8 @@ from step_time_models import MODELS
 from step_time_procs import ProcessTable, socket_snapshot, traffic
 from step_time_roles import MARKER
 
-__all__ = ["BUILDERS", "COMPRESSED", "BASELINES", "CONFIGS", "SPEC", "WORKERS", "RunFailed", "Launch", "launches", "child_env",
+__all__ = ["BUILDERS", "COMPRESSED", "VARIANTS",
+           "BASELINES", "CONFIGS", "SPEC", "WORKERS", "RunFailed", "Launch", "launches", "child_env",
            "run_config"]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -43,7 +44,10 @@ BUILDERS = ("PS", "PSLoadBalancing", "PartitionedPS", "UnevenPartitionedPS", "Al
 COMPRESSED = {"AllReduce_fp16": ("AllReduce", {"compressor": "HorovodCompressor"}),
               "AllReduce_powersgd": ("AllReduce", {"compressor": "PowerSGDCompressor"})}
 BASELINES = ("hand_ps", "mwms", "mwms_25mib")
-CONFIGS = BASELINES + ("single",) + BUILDERS + tuple(COMPRESSED)
+#: Builders with other arguments than their defaults: config -> (builder, its arguments).
+VARIANTS = dict(COMPRESSED, PS_proxy=("PS", {"local_proxy_variable": True}),
+                PSLoadBalancing_proxy=("PSLoadBalancing", {"local_proxy_variable": True}))
+CONFIGS = BASELINES + ("single",) + BUILDERS + tuple(VARIANTS)
 SPEC = os.path.join(REPO, "resource_specs", "loopback_two_nodes.yml")
 NODES = ("127.0.0.1", "127.0.0.2")
 WORKERS = len(NODES)
@@ -68,8 +72,8 @@ class Launch:
 
 def launches(config):
     """The processes the harness starts for ``config``, in start order (worker 0 last)."""
-    if config in BUILDERS or config in COMPRESSED:
-        builder, arguments = COMPRESSED.get(config, (config, {}))
+    if config in BUILDERS or config in VARIANTS:
+        builder, arguments = VARIANTS.get(config, (config, {}))
         role = ["autodist", "--builder", builder, "--builder-args", json.dumps(arguments), "--spec", SPEC]
         return [Launch("chief", role, 0, 1, reporter=True)]
     if config == "single":
