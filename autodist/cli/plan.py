@@ -213,10 +213,12 @@ def _prediction(graph_item, spec, strategy, variables, args):
 
 
 def _prediction_line(prediction, sources):
-    return ("predicted step {:.2f} ms: compute {:.2f} ms ({}, batch {}), fixed {:.2f} ms, communication {:.2f} ms "
+    waits = (", waiting for another node's compute {:.2f} ms (a local proxy or all-reduce avoids it)".format(
+        prediction.wait_s * 1e3) if prediction.wait_s else "")
+    return ("predicted step {:.2f} ms: compute {:.2f} ms ({}, batch {}), fixed {:.2f} ms{}, communication {:.2f} ms "
             "of which {:.2f} ms exposed ({:.0%} of the step; calibration: {})".format(
                 prediction.step_s * 1e3, prediction.compute_s * 1e3, sources["compute"], sources["batch"],
-                prediction.fixed_s * 1e3, prediction.comm_s * 1e3, prediction.exposed_comm_s * 1e3,
+                prediction.fixed_s * 1e3, waits, prediction.comm_s * 1e3, prediction.exposed_comm_s * 1e3,
                 prediction.comm_share, sources["calibration"]))
 
 

@@ -92,6 +92,20 @@ def test_the_search_splits_a_variable_that_unbalances_the_servers(nodes):
     assert read_entries(result.strategy).variables["big"].partition is not None
 
 
+def test_the_searched_plan_must_beat_every_preset_by_the_margin(nodes, monkeypatch):
+    from autodist.strategies import auto
+    variables = [_var("big", [4096, 1024]), _var("small", [16])]
+    search = AutoStrategy(calibration=_calibration(collective_bandwidth=0.01e9))
+    result = search.search_variables(variables, nodes, Compute(0.01))
+    predictions = dict(result.candidates)
+    best_preset = min(predictions[name].step_s for name in PRESETS)
+    gain = 1.0 - predictions[SEARCHED].step_s / best_preset
+    assert result.chosen == SEARCHED and gain > auto.SEARCH_MARGIN
+    monkeypatch.setattr(auto, "SEARCH_MARGIN", gain + 0.01)   # the same gain, no longer enough
+    result = search.search_variables(variables, nodes, Compute(0.01))
+    assert result.chosen in PRESETS and result.prediction.step_s == best_preset
+
+
 def test_four_hundred_variables_in_under_two_seconds(nodes):
     variables = [_var("v{}".format(i), [(i % 37 + 1) * 64, 128], sparse=i % 50 == 0) for i in range(400)]
     started = time.perf_counter()
@@ -154,11 +168,12 @@ def test_measured_compute_is_cached_per_graph(graph_item, tmp_path):
 def test_the_search_prices_a_plan_as_its_written_strategy():
     # small all-reduced variables on three nodes: gathered by the kernel, so N - 1 messages a hop
     from autodist.kernel.contract import AllReduceEntry, variable_entry
+    from autodist.strategies import PSLoadBalancing
     from autodist.strategies.auto import _Search
     from autodist.strategies.cost.traffic import step_traffic
     spec = _spec_from([("10.0.0.{}".format(k), (), (0,)) for k in (1, 2, 3)])
     variables = [_var("u", [300]), _var("v", [200])]
-    search = _Search(variables, spec, Compute(0.01), _calibration())
+    search = _Search(variables, spec, Compute(0.01), _calibration(), PSLoadBalancing())
     for i, var in enumerate(variables):
         search._apply(var, search.entries[i], -1)
         search.entries[i] = variable_entry(var.name, var.op_name, [AllReduceEntry(group=0)])
@@ -167,3 +182,49 @@ def test_the_search_prices_a_plan_as_its_written_strategy():
     links = {key: (link.bytes, link.messages) for key, link in search.traffic.links.items() if link.messages}
     assert links == {key: (pytest.approx(link.bytes), link.messages) for key, link in written.links.items()}
     assert {link.messages for link in written.links.values()} == {2}
+
+
+@pytest.mark.parametrize("start", range(3), ids=["PSLoadBalancing", "with-proxies", "all-reduced"])
+def test_every_start_of_the_search_ends_where_its_written_strategy_is_priced(nodes, start):
+    from autodist.strategies.auto import _STARTS, _Search
+    from autodist.strategies.cost.traffic import step_traffic
+    variables = _mlp() + [_var("emb", [100000, 64], sparse=True)]
+    compute = Compute(0.03, sparse_rows={"emb:0": 512.0})
+    search = _Search(variables, nodes, compute, _calibration(), _STARTS[start])
+    search.run()
+    written = step_traffic(search.strategy(), variables, compute.sparse_rows)
+    links = {key: (link.bytes, link.messages) for key, link in search.traffic.links.items() if link.messages}
+    assert links == {key: (pytest.approx(link.bytes), link.messages) for key, link in written.links.items()}
+    assert {k: v for k, v in search.traffic.waits.items() if v} == written.waits
+    assert search.cost() == pytest.approx(predict(search.strategy(), variables, compute, _calibration()).step_s
+                                          - compute.step_s)
+
+
+def test_a_computing_server_node_makes_the_search_proxy_or_all_reduce(nodes):
+    # CPU replicas: reading a whole variable from the other node waits for its compute (30 ms);
+    # the plain presets that hold whole variables pay it, the searched plan does not
+    variables = [_var("k{}".format(i), [64, 64]) for i in range(8)]
+    result = AutoStrategy(calibration=_calibration()).search_variables(variables, nodes, Compute(0.03))
+    predictions = dict(result.candidates)
+    assert predictions["PS"].wait_s == predictions["PSLoadBalancing"].wait_s == 0.03
+    assert predictions[result.chosen].wait_s == 0.0
+    assert predictions[SEARCHED].wait_s == 0.0
+
+
+def test_gpu_replicas_never_wait_so_the_search_offers_no_proxies(monkeypatch):
+    from autodist.strategies import auto
+    gpus = _spec_from([("10.0.0.{}".format(k), (0, 1), (0,)) for k in (1, 2)])
+    variables = [_var("k{}".format(i), [64, 64]) for i in range(8)]
+    made = []
+
+    class Spy(auto._Search):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(auto, "_Search", Spy)
+    result = AutoStrategy(calibration=_calibration()).search_variables(variables, gpus, Compute(0.03))
+    assert all(p.wait_s == 0.0 for _, p in result.candidates)
+    assert len(made) == 2 and all(search.proxies == (False,) for search in made)   # no proxy start either
+    assert not any(option.synchronizer.proxy for option in made[0].options(variables[0])
+                   if option.synchronizer is not None and option.synchronizer.kind == "ps")

@@ -1,4 +1,5 @@
 """The cost model's pieces on hand-computed cases: bytes per link, overlap, prediction, calibration cache."""
+import dataclasses
 import json
 import os
 import stat
@@ -95,8 +96,10 @@ def test_sparse_all_reduce_is_an_all_gather_of_the_touched_rows():
     emb = _var("emb", [100, 4], sparse=True)   # rows of 16 bytes, + 8 bytes of index each
     entry = variable_entry(emb.name, "emb", [AllReduceEntry()])
     strategy = _strategy([entry], [A + ":CPU:0", B + ":CPU:0"])
-    traffic = step_traffic(strategy, [emb], {emb.name: 10})   # padded to 16 rows; 5 collectives of N - 1 = 1 message
-    assert _links(traffic) == {(COLLECTIVE, A, B): (384.0, 5), (COLLECTIVE, B, A): (384.0, 5)}
+    traffic = step_traffic(strategy, [emb], {emb.name: 10})   # padded to 16 rows; 3 collectives of N - 1 = 1 message
+    assert _links(traffic) == {(COLLECTIVE, A, B): (384.0, 3), (COLLECTIVE, B, A): (384.0, 3)}
+    # each replica applies the other's 10 rows (240 bytes with their indices) beyond its own compute
+    assert traffic.sparse_server_bytes == {A: 240.0, B: 240.0}
     dense = step_traffic(strategy, [emb])   # no row count: its dense size, the upper bound
     assert dense.links[(COLLECTIVE, A, B)].bytes == 1600.0
 
@@ -130,13 +133,46 @@ def test_prediction_of_a_ps_plan_by_hand():
     assert node_comm_s(traffic, A, calibration) == pytest.approx(4.01 + 1.0 + 1.0)
     assert node_comm_s(traffic, B, calibration) == pytest.approx(4.01)
     prediction = predict(strategy, [w], Compute(3.0), calibration)
-    # backprop 2 s x overlap 0.5 hides 1 s; fixed = 0.5 + the PS protocol's exchange (pull, push, token) 0.3
+    # backprop 2 s x overlap 0.5 hides 1 s; fixed = 0.5 + the PS protocol's exchange (pull, push, token) 0.3;
+    # B's reads of W wait for A's compute (3 s): A's replica is a CPU device
     assert traffic.exchanges() == (RPC,)
     assert prediction.bottleneck == A
-    assert prediction.step_s == pytest.approx(3 + 0.8 + 5.01)
-    assert prediction.comm_share == pytest.approx(5.01 / 8.81)
+    assert prediction.wait_s == 3.0
+    assert prediction.step_s == pytest.approx(3 + 3 + 0.8 + 5.01)
+    assert prediction.comm_share == pytest.approx(5.01 / 11.81)
     data = prediction.to_dict()
-    assert data["predicted_step_ms"] == pytest.approx(8810.0) and data["fixed_ms"] == 800.0
+    assert data["predicted_step_ms"] == pytest.approx(11810.0) and data["fixed_ms"] == 800.0
+    assert data["wait_ms"] == 3000.0
+
+
+def test_reads_of_a_computing_cpu_node_wait_unless_proxied_partitioned_async_or_on_gpus():
+    w = _var("W", [1000])   # 4000 bytes
+
+    def waits(sync, replicas, partition=None):
+        pieces = [sync] if partition is None else [sync, dataclasses.replace(sync, destination=B + ":CPU:0")]
+        entry = variable_entry(w.name, "W", pieces, partition)
+        return step_traffic(_strategy([entry], replicas), [w]).waits
+
+    cpus = [A + ":CPU:0", B + ":CPU:0"]
+    assert waits(PSEntry(A + ":CPU:0", sync=True), cpus) == {(B, A): 1}
+    assert waits(PSEntry(A + ":CPU:0", sync=True, proxy=True), cpus) == {}
+    assert waits(PSEntry(A + ":CPU:0", sync=False), cpus) == {}
+    assert waits(PSEntry(A + ":CPU:0", sync=True), cpus, Partition.of("W", 1, 0, 2)) == {}
+    assert waits(PSEntry(A + ":CPU:0", sync=True), [A + ":GPU:0", B + ":GPU:0"]) == {}
+    assert waits(PSEntry(A + ":CPU:0", sync=True), [B + ":CPU:0"]) == {}   # A computes nothing
+
+
+def test_a_proxy_pulls_the_whole_piece_once_per_node_and_copies_it():
+    spec = _spec_from([(A, (), (0,)), (B, (), (0, 1))])
+    emb = _var("E", [1000, 4], sparse=True)   # 16000 bytes
+    entry = variable_entry(emb.name, "E", [PSEntry(A + ":CPU:0", sync=True, proxy=True)])
+    traffic = step_traffic(_strategy([entry], [A + ":CPU:0", B + ":CPU:0", B + ":CPU:1"]), [emb], {"E:0": 10})
+    rows = 10 * (16 + 8)   # a replica's touched rows and their indices
+    # B sums its two replicas' rows (one local copy), pushes them, and refreshes its proxy: the whole
+    # table over the wire once and into the copy; A holds E, pushes and reads its rows where they are
+    assert _links(traffic) == {(RPC, A, A): (2 * rows, 2), (RPC, B, B): (rows + 16000.0, 2),
+                               (RPC, B, A): (rows, 1), (RPC, A, B): (16000.0, 1)}
+    assert traffic.waits == {}
 
 
 def test_half_duplex_sends_and_receives_in_turn():

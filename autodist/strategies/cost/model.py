@@ -5,7 +5,10 @@
 
 The step of a synchronous plan is::
 
-    step = compute + fixed + exposed communication
+    step = compute + wait + fixed + exposed communication
+    wait = compute when a node's reads wait for another node's compute (CPU replicas
+           reading whole variables a computing node holds, without a proxy:
+           ``StepTraffic.waits``), else 0
     fixed = session step + the protocol's exchange with other nodes: a synchronous parameter
             server's pull, push, take and release token (ps_step_s), a collective's
             round trip (round_trip_s); the longer of the two when a plan has both
@@ -32,7 +35,8 @@ from typing import Dict, Optional
 
 from autodist.strategies.cost.traffic import COLLECTIVE, RPC, step_traffic
 
-__all__ = ["BACKWARD_SHARE", "Compute", "Prediction", "node_comm_s", "predict", "exposed_comm_s", "fixed_step_s"]
+__all__ = ["BACKWARD_SHARE", "Compute", "Prediction", "node_comm_s", "predict", "exposed_comm_s", "fixed_step_s",
+           "wait_s"]
 
 #: Backprop's share of a training step's compute (two of the three matrix products per layer).
 BACKWARD_SHARE = 2.0 / 3.0
@@ -61,6 +65,7 @@ class Prediction:
     exposed_comm_s: float
     fixed_s: float
     bottleneck: str      # the node with the most communication, "" when nothing moves
+    wait_s: float = 0.0  # a node's reads waiting for another node's compute
 
     @property
     def comm_share(self):
@@ -70,7 +75,7 @@ class Prediction:
     def to_dict(self):
         data = {key: round(value * 1e3, 4) for key, value in (
             ("predicted_step_ms", self.step_s), ("compute_ms", self.compute_s), ("comm_ms", self.comm_s),
-            ("exposed_comm_ms", self.exposed_comm_s), ("fixed_ms", self.fixed_s))}
+            ("exposed_comm_ms", self.exposed_comm_s), ("fixed_ms", self.fixed_s), ("wait_ms", self.wait_s))}
         data.update(comm_share=round(self.comm_share, 4), bottleneck=self.bottleneck)
         return data
 
@@ -104,8 +109,15 @@ def predict(strategy, variables, compute, calibration):
     comm = per_node.get(bottleneck, 0.0)
     exposed = exposed_comm_s(comm, compute.step_s, calibration.overlap)
     fixed = fixed_step_s(traffic, calibration)
-    return Prediction(step_s=compute.step_s + fixed + exposed, compute_s=compute.step_s, comm_s=comm,
-                      exposed_comm_s=exposed, fixed_s=fixed, bottleneck=bottleneck)
+    wait = wait_s(traffic, compute)
+    return Prediction(step_s=compute.step_s + wait + fixed + exposed, compute_s=compute.step_s, comm_s=comm,
+                      exposed_comm_s=exposed, fixed_s=fixed, bottleneck=bottleneck, wait_s=wait)
+
+
+def wait_s(traffic, compute):
+    """One more replica's compute when some node's reads wait for another node's (``StepTraffic.waits``):
+    the other node's forward and backward pass runs first, then this node's."""
+    return compute.step_s if traffic.waiting() else 0.0
 
 
 def fixed_step_s(traffic, calibration):

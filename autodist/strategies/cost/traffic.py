@@ -10,15 +10,28 @@ replicas (the replicas in the plan's order, node-major)::
                                 in R), pushes R -> S (M, 1 message); every replica pulls
                                 S -> R (M, 1 message); S aggregates M per node (sparse
                                 rows apart: a sparse accumulator merges them at its own rate)
+    ... with a local proxy      a node R that keeps one (``kernel/.../proxy.py``: every node
+                                but a CPU node holding the piece) pulls the whole piece once
+                                (P bytes, 1 message; a sparse piece too) and copies it into
+                                the proxy (P copied in R); its replicas read the proxy
+    ... waiting for S           a node R whose replicas read a whole synchronous variable on
+                                another node S of CPU replicas, without a proxy, waits for
+                                S's compute: S's one executor thread runs its own forward and
+                                backward pass as one chain before it serves R's reads
+                                (``waits``; a partitioned variable's pieces do not count: a
+                                node that must fetch remote pieces first leaves its thread
+                                free while it waits for them; measured, ``docs/performance.md``)
     ring all-reduce of group G  hop i -> i+1 (mod N) carries 2 (N - 1) / N * G bytes in
                                 2 (N - 1) messages; G is the group's fused bytes
     small group ((N-1) G <= 64 KiB, CPU replicas)
                                 all-gathered instead (``contract.gathers``): each hop
                                 carries (N - 1) * G bytes in N - 1 messages
     sparse all-reduce           ring all-gathers: each hop carries (N - 1) * R bytes in
-                                5 (N - 1) messages, R the rows one replica touches padded to a
-                                power of two (the kernel's all-reduce of the row count, then
-                                all-gathers of counts, values and indices)
+                                3 (N - 1) messages, R the rows one replica touches padded to a
+                                power of two (the kernel's all-gathers of the row counts,
+                                values and indices); every replica then applies the other
+                                replicas' rows (N - 1 times its own, beyond its compute),
+                                priced as a server's sparse rows
 
 A sparse gradient moves only the rows a replica touches (``sparse_rows``: rows
 per replica and step, by variable name; a shard gets its share in proportion
@@ -41,9 +54,9 @@ __all__ = ["RPC", "COLLECTIVE", "SPARSE_GATHER_MESSAGES", "Link", "StepTraffic",
 RPC = "rpc"
 COLLECTIVE = "collective"
 _INDEX_BYTES = 8   # an int64 row index travels with every sparse row
-#: Ring messages per hop of a sparse all-reduce, in units of N - 1: the row count's max (an
-#: all-reduce, 2) and three all-gathers (counts, values, indices; ``kernel/.../all_reduce.py``).
-SPARSE_GATHER_MESSAGES = 5
+#: Ring messages per hop of a sparse all-reduce, in units of N - 1: three all-gathers (row counts,
+#: values, indices; ``kernel/synchronization/all_reduce.py``).
+SPARSE_GATHER_MESSAGES = 3
 
 
 def node_of(device):
@@ -69,7 +82,8 @@ class StepTraffic:
     def __init__(self):
         self.links: Dict[Tuple[str, str, str], Link] = {}
         self.server_bytes: Dict[str, float] = {}     # node -> dense bytes its servers aggregate
-        self.sparse_server_bytes: Dict[str, float] = {}   # node -> sparse rows' bytes its servers aggregate
+        self.sparse_server_bytes: Dict[str, float] = {}   # node -> sparse rows' bytes it merges or applies
+        self.waits: Dict[Tuple[str, str], int] = {}   # (reader, server node) -> whole variables R waits on S for
         self._sent, self._received, self._local = {}, {}, {}
 
     def add(self, transport, src, dst, nbytes, messages=1):
@@ -101,6 +115,10 @@ class StepTraffic:
         ``COLLECTIVE`` (a ring), in that order."""
         return tuple(t for t in (RPC, COLLECTIVE)
                      if any(total[0] > 0 for (_, transport), total in self._sent.items() if transport == t))
+
+    def waiting(self):
+        """Whether some node's reads wait for another node's compute (``waits``, module docstring)."""
+        return any(count > 0 for count in self.waits.values())
 
     def nodes(self):
         found = {s for _, s, _ in self.links} | {d for _, _, d in self.links} | set(self.server_bytes)
@@ -145,14 +163,32 @@ def _ring_hops(replicas):
     return tuple((src, dst, count) for (src, dst), count in hops.items())
 
 
-def _ps(traffic, replicas, sync, message, scale, sparse):
+@functools.lru_cache(maxsize=64)
+def _cpu_nodes(replicas):
+    """The nodes whose first replica is a CPU device."""
+    found = {}
+    for replica in replicas:
+        found.setdefault(node_of(replica), replica.rsplit(":", 2)[1] == "CPU")
+    return frozenset(node for node, cpu in found.items() if cpu)
+
+
+def _ps(traffic, replicas, sync, message, scale, sparse, piece_bytes, whole):
     server = node_of(sync.destination)
-    nodes = _replica_nodes(tuple(replicas))
+    replicas = tuple(replicas)
+    nodes = _replica_nodes(replicas)
+    cpu = _cpu_nodes(replicas)
     for node, count in nodes:
         if count > 1:   # the node's replicas sum their gradients first (kernel: reduce_locally)
             traffic.add(RPC, node, node, scale * (count - 1) * message, scale * (count - 1))
         traffic.add(RPC, node, server, scale * message, scale)
+        if sync.proxy and not (node == server and node in cpu):
+            traffic.add(RPC, server, node, scale * piece_bytes, scale)
+            traffic.add(RPC, node, node, scale * piece_bytes, scale)
+            continue
         traffic.add(RPC, server, node, scale * count * message, scale * count)
+        if sync.sync and whole and node != server and server in cpu:
+            key = (node, server)
+            traffic.waits[key] = traffic.waits.get(key, 0) + scale
     work = traffic.sparse_server_bytes if sparse else traffic.server_bytes
     work[server] = work.get(server, 0.0) + scale * len(nodes) * message
 
@@ -182,10 +218,14 @@ def add_entry(traffic, entry, var, replicas, rows=None, scale=1, group_bytes=Non
             continue
         message = wire_bytes(sync, var, nbytes, rows)
         if sync.kind == "ps":
-            _ps(traffic, replicas, sync, message, scale, var is not None and var.is_sparse)
+            _ps(traffic, replicas, sync, message, scale, var is not None and var.is_sparse, float(nbytes),
+                entry.partition is None)
         elif var is not None and var.is_sparse:
             padded = wire_bytes(sync, var, nbytes, _next_power_of_two(rows)) if rows else message
             ring(traffic, replicas, scale * (n - 1) * padded, scale * SPARSE_GATHER_MESSAGES * max(n - 1, 0))
+            for node, count in _replica_nodes(tuple(replicas)):   # each replica applies the others' rows too
+                work = traffic.sparse_server_bytes
+                work[node] = work.get(node, 0.0) + scale * count * (n - 1) * message
         else:
             ring(traffic, replicas, scale * 2.0 * (n - 1) / n * message, 0)
             rings = 2 if sync.compressor == Compressor.PowerSGDCompressor else 1
