@@ -17,7 +17,7 @@ The step of a synchronous plan is::
                        + max(messages sent, messages received) * latency
         + bytes copied inside the node / local bandwidth
         + dense bytes its parameter servers aggregate / update rate
-        + sparse rows' bytes they aggregate / sparse update rate
+        + sparse rows' bytes its servers merge or its replicas apply / sparse update rate
     exposed = communication - min(communication, overlap * backward share * compute)
 
 A node's links share its network interface: transports and messages add up;
