@@ -224,9 +224,14 @@ def _prediction_line(prediction, sources):
 
 def _auto_lines(auto):
     """AutoStrategy's candidates as a table, the chosen one marked."""
+    from autodist.strategies.auto import SEARCH_MARGIN, SEARCHED
     lines = ["", "AutoStrategy chose {} ({:.2f} ms predicted with the search's compute figure):".format(
         auto.chosen, auto.prediction.step_s * 1e3)]
     for name, prediction in auto.candidates:
         lines.append("  {} {:<16} {:>10.2f} ms  communication {:>4.0%}".format(
             "*" if name == auto.chosen else " ", name, prediction.step_s * 1e3, prediction.comm_share))
+    searched = dict(auto.candidates).get(SEARCHED)
+    if auto.chosen != SEARCHED and searched is not None and searched.step_s < auto.prediction.step_s:
+        lines.append("  (a searched plan replaces the best preset only when predicted at least {:.0%} cheaper)".format(
+            SEARCH_MARGIN))
     return lines + [""]

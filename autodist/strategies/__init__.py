@@ -11,8 +11,8 @@ two engines (``ps.PS`` and ``all_reduce.AllReduce``) plus their composition
     PS  <-  PSLoadBalancing  <-  PartitionedPS, UnevenPartitionedPS
     AllReduce  <-  PartitionedAR  <-  RandomAxisPartitionAR
     Parallax = AllReduce (dense) + PSLoadBalancing (sparse)
-    AutoStrategy = the cheapest of five presets and a per-variable search, priced by
-                   the cost model (``autodist.strategies.cost``)
+    AutoStrategy = the cheapest of five presets, or a per-variable search's plan when it is
+                   5 % cheaper still, priced by the cost model (``autodist.strategies.cost``)
 
 Every algorithm reads only what ``inputs`` gives it (``BuilderVariable`` lists
 and device names), so ``builder.build_from_variables(variables, resource_spec)``

@@ -40,6 +40,7 @@ graph), not a timing; a measured ``compute`` may be passed by a caller that
 builds once (``autodist plan`` reports measured predictions separately).
 """
 import dataclasses
+import math
 from typing import Tuple
 
 from autodist.kernel.contract import AllReduceEntry, Partition, PSEntry, read_entries, variable_entry, write_entry
@@ -91,7 +92,8 @@ class AutoResult:
 
 
 class AutoStrategy(StrategyBuilder):
-    """The plan with the smallest predicted step time (see the module docstring).
+    """The preset with the smallest predicted step time, or the searched plan when it is predicted at
+    least ``SEARCH_MARGIN`` cheaper still (see the module docstring).
 
     ``calibration``: a :class:`~autodist.strategies.cost.Calibration` (default:
     the cached probe of the spec, else its prior). ``compute``: a
@@ -142,13 +144,12 @@ class AutoStrategy(StrategyBuilder):
         starts = _STARTS if cpu_replicas else _STARTS[:1] + _STARTS[2:]   # no node waits on GPUs: no proxies
         searches = [_Search(variables, resource_spec, compute, calibration, start, proxies=cpu_replicas)
                     for start in starts]
-        for search in searches:
-            search.run()
-        best = min(range(len(searches)), key=lambda i: (round(searches[i].cost(), 12), i))
-        candidates.append((SEARCHED, searches[best].strategy()))
+        ends = [search.run() for search in searches]   # each priced as written, as every candidate is
+        steps = [predict(strategy, variables, compute, calibration).step_s for strategy in ends]
+        candidates.append((SEARCHED, ends[min(range(len(ends)), key=lambda i: (round(steps[i], 9), i))]))
         priced = [(name, strategy, predict(strategy, variables, compute, calibration)) for name, strategy in candidates]
         best = min(range(len(CANDIDATES)), key=lambda i: (round(priced[i][2].step_s, 9), i))
-        if round(priced[-1][2].step_s, 9) < round((1.0 - SEARCH_MARGIN) * priced[best][2].step_s, 9):
+        if round(priced[-1][2].step_s, 9) <= round((1.0 - SEARCH_MARGIN) * priced[best][2].step_s, 9):
             best = len(priced) - 1
         return AutoResult(priced[best][0], priced[best][1], tuple((name, p) for name, _, p in priced))
 
@@ -180,20 +181,28 @@ class _Search:
         self.loads = {s: 0 for s in self.servers}
         self.all_reduced = 0     # variables in the one all-reduced group
         self.all_reduced_bytes = 0.0   # its uncompressed bytes: gathered or rung, as the kernel decides
+        self.unsized = 0         # its members of unknown shape (the kernel then rings the group)
         by_op = read_entries(start.build_from_variables(variables, resource_spec)).variables
         self.entries = [by_op[v.op_name] for v in variables]
         for var, entry in zip(variables, self.entries):
             self._apply(var, entry, 1)
 
+    def _group_bytes(self):
+        return math.inf if self.unsized else self.all_reduced_bytes
+
     def _apply(self, var, entry, scale):
         if self.all_reduced:   # the group's own cost changes with its bytes: take it back, add it anew
-            group_overhead(self.traffic, self.replicas, 1, self.all_reduced_bytes, -1)
+            group_overhead(self.traffic, self.replicas, 1, self._group_bytes(), -1)
         group_bytes = {}
         if add_entry(self.traffic, entry, var, self.replicas, self.rows.get(var.name), scale, group_bytes):
             self.all_reduced += scale
-            self.all_reduced_bytes += group_bytes.get(0, 0.0)
+            added = group_bytes.get(0, 0.0)
+            if math.isinf(added):
+                self.unsized += scale
+            else:
+                self.all_reduced_bytes += added
         if self.all_reduced:
-            group_overhead(self.traffic, self.replicas, 1, self.all_reduced_bytes, 1)
+            group_overhead(self.traffic, self.replicas, 1, self._group_bytes(), 1)
         for part in entry.parts or (entry,):
             if part.synchronizer.kind == "ps":
                 share = var.byte_size // (entry.partition.count if entry.partition else 1)

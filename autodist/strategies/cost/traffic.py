@@ -18,9 +18,10 @@ replicas (the replicas in the plan's order, node-major)::
                                 another node S of CPU replicas, without a proxy, waits for
                                 S's compute: S's one executor thread runs its own forward and
                                 backward pass as one chain before it serves R's reads
-                                (``waits``; a partitioned variable's pieces do not count: a
-                                node that must fetch remote pieces first leaves its thread
-                                free while it waits for them; measured, ``docs/performance.md``)
+                                (``waits``; a variable split over several nodes does not
+                                count: a node that must fetch remote pieces first leaves its
+                                thread free while it waits for them; measured,
+                                ``docs/performance.md``)
     ring all-reduce of group G  hop i -> i+1 (mod N) carries 2 (N - 1) / N * G bytes in
                                 2 (N - 1) messages; G is the group's fused bytes
     small group ((N-1) G <= 64 KiB, CPU replicas)
@@ -213,13 +214,15 @@ def add_entry(traffic, entry, var, replicas, rows=None, scale=1, group_bytes=Non
     compressed piece makes its group's infinite: the kernel gathers only uncompressed buckets)."""
     n = len(replicas)
     groups = {}
-    for _, sync, nbytes in pieces(entry, var):
+    synced = pieces(entry, var)
+    # a variable whose server pieces all sit on one node is read from that node alone: "whole"
+    whole = len({node_of(sync.destination) for _, sync, _ in synced if sync is not None and sync.kind == "ps"}) <= 1
+    for _, sync, nbytes in synced:
         if sync is None:
             continue
         message = wire_bytes(sync, var, nbytes, rows)
         if sync.kind == "ps":
-            _ps(traffic, replicas, sync, message, scale, var is not None and var.is_sparse, float(nbytes),
-                entry.partition is None)
+            _ps(traffic, replicas, sync, message, scale, var is not None and var.is_sparse, float(nbytes), whole)
         elif var is not None and var.is_sparse:
             padded = wire_bytes(sync, var, nbytes, _next_power_of_two(rows)) if rows else message
             ring(traffic, replicas, scale * (n - 1) * padded, scale * SPARSE_GATHER_MESSAGES * max(n - 1, 0))
