@@ -50,7 +50,7 @@ from autodist.strategies.base import Strategy, StrategyBuilder
 from autodist.strategies.cost import Compute, cluster_calibration, predict
 from autodist.strategies.cost.model import exposed_comm_s, fixed_step_s, node_comm_s, wait_s
 from autodist.strategies.cost.traffic import StepTraffic, add_entry, group_overhead
-from autodist.strategies.inputs import all_cpu_servers, builder_variables, replica_devices
+from autodist.strategies.inputs import all_cpu_servers, builder_variables, is_cpu, replica_devices
 from autodist.strategies.parallax import Parallax
 from autodist.strategies.partitioned_ps import PartitionedPS
 from autodist.strategies.ps import PS
@@ -139,16 +139,16 @@ class AutoStrategy(StrategyBuilder):
         variables = list(variables)
         calibration = calibration or self.calibration(resource_spec)
         compute = compute or Compute(0.0, source="none")
-        candidates = [(name, cls().build_from_variables(variables, resource_spec)) for name, cls in CANDIDATES]
-        cpu_replicas = any(":CPU:" in replica for replica in replica_devices(resource_spec))
+        def price(name, strategy):
+            return name, strategy, predict(strategy, variables, compute, calibration)
+
+        cpu_replicas = any(is_cpu(replica) for replica in replica_devices(resource_spec))
         starts = _STARTS if cpu_replicas else _STARTS[:1] + _STARTS[2:]   # no node waits on GPUs: no proxies
-        searches = [_Search(variables, resource_spec, compute, calibration, start, proxies=cpu_replicas)
-                    for start in starts]
-        ends = [search.run() for search in searches]   # each priced as written, as every candidate is
-        steps = [predict(strategy, variables, compute, calibration).step_s for strategy in ends]
-        candidates.append((SEARCHED, ends[min(range(len(ends)), key=lambda i: (round(steps[i], 9), i))]))
-        priced = [(name, strategy, predict(strategy, variables, compute, calibration)) for name, strategy in candidates]
-        best = min(range(len(CANDIDATES)), key=lambda i: (round(priced[i][2].step_s, 9), i))
+        ends = [price(SEARCHED, _Search(variables, resource_spec, compute, calibration, start,
+                                         proxies=cpu_replicas).run()) for start in starts]
+        presets = [price(name, cls().build_from_variables(variables, resource_spec)) for name, cls in CANDIDATES]
+        priced = presets + [min(ends, key=lambda end: round(end[2].step_s, 9))]   # the first on a tie
+        best = min(range(len(presets)), key=lambda i: (round(priced[i][2].step_s, 9), i))
         if round(priced[-1][2].step_s, 9) <= round((1.0 - SEARCH_MARGIN) * priced[best][2].step_s, 9):
             best = len(priced) - 1
         return AutoResult(priced[best][0], priced[best][1], tuple((name, p) for name, _, p in priced))

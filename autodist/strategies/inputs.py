@@ -22,7 +22,7 @@ from autodist.errors import StrategyError
 
 __all__ = [
     "BuilderVariable", "builder_variables", "replica_devices", "first_cpu_server",
-    "all_cpu_servers",
+    "all_cpu_servers", "node_of", "is_cpu", "keeps_proxy",
 ]
 
 
@@ -106,3 +106,20 @@ def first_cpu_server(resource_spec):
 def all_cpu_servers(resource_spec):
     """Every CPU device of every node, in spec order: the servers of the balanced builders."""
     return [name for name, _ in resource_spec.cpu_devices]
+
+
+def node_of(device):
+    """``"10.0.0.1:CPU:0" -> "10.0.0.1"`` (names parse from the right, IPv6 has colons)."""
+    return device.rsplit(":", 2)[0]
+
+
+def is_cpu(device):
+    """Whether a spec device name (``"10.0.0.1:CPU:0"``) names a CPU."""
+    return device.rsplit(":", 2)[1] == "CPU"
+
+
+def keeps_proxy(first_replica, holder):
+    """Whether the node whose first replica is ``first_replica`` keeps a local proxy of a piece held
+    on ``holder``: every node but a node of CPU replicas that holds the piece itself (the kernel's
+    rule, ``kernel/synchronization/proxy.py``, on compiled device names)."""
+    return node_of(first_replica) != node_of(holder) or not is_cpu(first_replica)

@@ -28,6 +28,7 @@ import dataclasses
 from typing import Optional, Tuple
 
 from autodist.kernel.contract import read_entries
+from autodist.strategies.inputs import keeps_proxy, node_of
 
 __all__ = ["ShardRow", "VariableRow", "DeviceRow", "PlanReport", "plan_report", "format_table",
            "ring_all_reduce_bytes", "ps_push_pull_bytes", "server_loads", "load_imbalance",
@@ -185,9 +186,9 @@ class _Traffic:
         self.per_replica_ar = 0      # all-reduced by every replica
         self.per_replica_copies = 0  # mirrored on every replica
         self.proxies = {}            # first replica of a node -> bytes of the proxies it holds
-        self.first = {}              # node -> its first replica
+        self.firsts = {}             # node -> its first replica
         for replica in replicas:
-            self.first.setdefault(replica.rsplit(":", 2)[0], replica)
+            self.firsts.setdefault(node_of(replica), replica)
 
     def add(self, device, held=0, sent=0, received=0):
         self.held[device] = self.held.get(device, 0) + held
@@ -203,8 +204,8 @@ class _Traffic:
             self.add(sync.destination, nbytes, server_sends, server_receives)
             self.per_replica_ps += nbytes
             if sync.proxy:
-                for node, first in self.first.items():
-                    if node != sync.destination.rsplit(":", 2)[0] or first.rsplit(":", 2)[1] != "CPU":
+                for first in self.firsts.values():
+                    if keeps_proxy(first, sync.destination):
                         self.proxies[first] = self.proxies.get(first, 0) + nbytes
         else:
             self.per_replica_ar += nbytes

@@ -47,6 +47,7 @@ import math
 from typing import Dict, Tuple
 
 from autodist.kernel.contract import Compressor, gathers, read_entries
+from autodist.strategies.inputs import is_cpu, keeps_proxy, node_of
 from autodist.strategies.report import pieces
 
 __all__ = ["RPC", "COLLECTIVE", "SPARSE_GATHER_MESSAGES", "Link", "StepTraffic", "step_traffic",
@@ -58,11 +59,6 @@ _INDEX_BYTES = 8   # an int64 row index travels with every sparse row
 #: Ring messages per hop of a sparse all-reduce, in units of N - 1: three all-gathers (row counts,
 #: values, indices; ``kernel/synchronization/all_reduce.py``).
 SPARSE_GATHER_MESSAGES = 3
-
-
-def node_of(device):
-    """``"10.0.0.1:CPU:0" -> "10.0.0.1"`` (names parse from the right, IPv6 has colons)."""
-    return device.rsplit(":", 2)[0]
 
 
 @dataclasses.dataclass
@@ -165,12 +161,18 @@ def _ring_hops(replicas):
 
 
 @functools.lru_cache(maxsize=64)
+def _first_replicas(replicas):
+    """``{node: its first replica}``."""
+    first = {}
+    for replica in replicas:
+        first.setdefault(node_of(replica), replica)
+    return first
+
+
+@functools.lru_cache(maxsize=64)
 def _cpu_nodes(replicas):
     """The nodes whose first replica is a CPU device."""
-    found = {}
-    for replica in replicas:
-        found.setdefault(node_of(replica), replica.rsplit(":", 2)[1] == "CPU")
-    return frozenset(node for node, cpu in found.items() if cpu)
+    return frozenset(node for node, replica in _first_replicas(replicas).items() if is_cpu(replica))
 
 
 def _ps(traffic, replicas, sync, message, scale, sparse, piece_bytes, whole):
@@ -182,7 +184,7 @@ def _ps(traffic, replicas, sync, message, scale, sparse, piece_bytes, whole):
         if count > 1:   # the node's replicas sum their gradients first (kernel: reduce_locally)
             traffic.add(RPC, node, node, scale * (count - 1) * message, scale * (count - 1))
         traffic.add(RPC, node, server, scale * message, scale)
-        if sync.proxy and not (node == server and node in cpu):
+        if sync.proxy and keeps_proxy(_first_replicas(replicas)[node], sync.destination):
             traffic.add(RPC, server, node, scale * piece_bytes, scale)
             traffic.add(RPC, node, node, scale * piece_bytes, scale)
             continue
