@@ -27,8 +27,8 @@ import tensorflow as tf
 from autodist.errors import TransformError
 from autodist.capture.queries import is_variable_write
 
-__all__ = ["VariableFacts", "GradInput", "GraphAnalysis", "analyze", "resource_source", "ancestors",
-           "forward_ops"]
+__all__ = ["VariableFacts", "GradInput", "GraphAnalysis", "analyze", "apply_subgraph", "resource_users",
+           "resource_source", "ancestors", "forward_ops"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,7 +193,7 @@ def analyze(item):
     apply_ops = frozenset(op.name for op in ancestors(roots) - compute if op.name not in creation)
     result = _link(item, variables, creation, apply_ops, train_ops, grads, grad_info)
     result.input_pipeline = _input_pipeline(graph) - creation
-    touching = _resource_users(graph, apply_ops)
+    touching = resource_users(graph, apply_ops)
     result.state_ops = {v: _state_ops(result, v, touching) for v in grads}
     result.deterministic = frozenset(v for v in variables if _deterministic(graph, variables[v]))
     return result
@@ -217,7 +217,35 @@ def _deterministic(graph, facts):
     return True
 
 
-def _resource_users(graph, apply_ops):
+def apply_subgraph(analysis, var_op, graph=None, users=None):
+    """``(ops, writes)``: the apply ops that compute or write ``var_op``'s and its slots' updates.
+
+    An op belongs when it is reached from the variable's gradient (or from an
+    op reading the variable or a slot) and leads to one of their writes. Ops
+    of ``graph`` (default: the analysed graph) of the same names; ``users`` is
+    ``resource_users(graph, analysis.apply_ops)``, computed here when not given.
+    """
+    graph = graph if graph is not None else analysis.graph
+    users = users if users is not None else resource_users(graph, analysis.apply_ops)
+    state = {var_op} | set(analysis.slots[var_op])
+    touching = set()
+    for name in sorted(state):
+        touching |= {graph.get_operation_by_name(op.name) for op in users.get(name, ())}
+    writes = {op for op in touching if analysis.writes.get(op.name) in state}
+    starts = [graph.get_tensor_by_name(t) for t in analysis.grad_tensors[var_op].values()]
+    starts += [t for op in touching for t in op.outputs]
+    forward = forward_ops(starts, analysis.apply_ops)
+    backward, stack = set(), list(writes)
+    while stack:
+        op = stack.pop()
+        if op in backward or op.name not in analysis.apply_ops:
+            continue
+        backward.add(op)
+        stack.extend(t.op for t in op.inputs)
+    return (forward & backward) | touching | writes, writes
+
+
+def resource_users(graph, apply_ops):
     """variable op name -> apply ops that take its handle."""
     users = {}
     for name in apply_ops:

@@ -4,6 +4,12 @@ A replicated op runs on its replica's device, except:
 
 - ops that read or write a parameter-server variable run where the variable
   lives (resource ops must sit with their resource);
+- the ops that compute one parameter-server variable's update from its
+  gradient (SGD's ``-lr * grad`` before a sparse ``ScatterAdd``, a Keras
+  optimizer's arithmetic on its slots) run where the variable lives, as
+  TensorFlow's own optimizers place them: the synchronized gradient is
+  already there, and placed on the replica they would carry it to the
+  replica's node and back (``ps_apply_devices``);
 - ops the user pinned to a CPU, and ops with no kernel for the replica's
   device type (string ops, most of tf.data, lookup tables on GPUs), run on
   the CPU of the replica's host.
@@ -13,7 +19,9 @@ import functools
 import tensorflow as tf
 from tensorflow.python.framework import kernels
 
-__all__ = ["replica_device", "has_kernel", "is_cpu_device"]
+from autodist.kernel.analysis import apply_subgraph, resource_users
+
+__all__ = ["replica_device", "ps_apply_devices", "has_kernel", "is_cpu_device"]
 
 
 @functools.lru_cache(maxsize=None)
@@ -53,3 +61,31 @@ def replica_device(node, replica, resource_device=None):
     if device_type != "CPU" and not has_kernel(node.op, device_type):
         return replica.host_cpu
     return replica.device
+
+
+def ps_apply_devices(assignment):
+    """Apply op name -> the server of the parameter-server variable whose update it computes.
+
+    Only ops that belong to the update of parameter-server variables on one
+    device: an op shared with another device's variable or with an
+    all-reduced one (a global-norm clip, Keras' IdentityN over every
+    gradient) stays on the replica, as does an op without a kernel there.
+    """
+    analysis = assignment.analysis
+    users = resource_users(analysis.graph, analysis.apply_ops)
+    owners = {}
+    for var_op in sorted(assignment.vars):
+        var = assignment.vars[var_op]
+        device = var.synchronizer.destination if var.kind == "ps" else None
+        ops, _ = apply_subgraph(analysis, var_op, users=users)
+        for op in ops:
+            owners.setdefault(op.name, set()).add(device)
+    placed = {}
+    for name, devices in owners.items():
+        device = next(iter(devices))
+        if len(devices) != 1 or device is None:
+            continue
+        if _device_type(device) == "CPU" or has_kernel(analysis.graph.get_operation_by_name(name).type,
+                                                       _device_type(device)):
+            placed[name] = device
+    return placed

@@ -27,7 +27,7 @@ from autodist import graph_editor as ge
 from autodist.errors import TransformError
 from autodist.capture.graph_item import GraphItem
 from autodist.kernel import partition_ops as pops
-from autodist.kernel.analysis import analyze, forward_ops, resource_source
+from autodist.kernel.analysis import analyze, apply_subgraph
 from autodist.kernel.base import PassResult
 from autodist.kernel.names import shard_name
 
@@ -77,27 +77,6 @@ class Partitioner:
                                          pass_name=self.name, variable=var_op)
                 infos[var_op] = state.split(var_op, partitions[var_op])
         return PassResult(state.result(item, work), infos)
-
-
-def _apply_subgraph(analysis, graph, var_op):
-    """Ops of the apply part that compute or write ``var_op``'s and its slots' updates."""
-    state = {var_op} | set(analysis.slots[var_op])
-    apply_ops = analysis.apply_ops
-    ops = [graph.get_operation_by_name(n) for n in apply_ops]
-    touching = {op for op in ops if any(t.dtype == tf.resource and resource_source(t).name in state
-                                        for t in op.inputs)}
-    writes = {op for op in touching if analysis.writes.get(op.name) in state}
-    starts = [graph.get_tensor_by_name(t) for t in analysis.grad_tensors[var_op].values()]
-    starts += [t for op in touching for t in op.outputs]
-    forward = forward_ops(starts, apply_ops)
-    backward, stack = set(), list(writes)
-    while stack:
-        op = stack.pop()
-        if op in backward or op.name not in apply_ops:
-            continue
-        backward.add(op)
-        stack.extend(t.op for t in op.inputs)
-    return (forward & backward) | touching | writes, writes
 
 
 class _Rewrite:
@@ -211,7 +190,7 @@ class _Rewrite:
         return grads
 
     def _clone_apply(self, var_op, state, shards, grads):
-        ops, writes = _apply_subgraph(self.analysis, self.graph, var_op)
+        ops, writes = apply_subgraph(self.analysis, var_op, graph=self.graph)
         if not writes:
             raise TransformError("has no update op in the apply graph", pass_name="partition", variable=var_op)
         originals = {c: self.graph.get_tensor_by_name(t) for c, t in self.analysis.grad_tensors[var_op].items()}

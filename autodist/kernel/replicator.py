@@ -8,7 +8,8 @@
 
 Parameter-server variables, their slots and their initializers are kept once
 (``assignment.shared_ops``); every other op is copied with its name prefixed by
-``AutoDist-Replica-<i>/`` and placed on the replica's device (see
+``AutoDist-Replica-<i>/`` and placed on the replica's device, or with the
+parameter-server variable it reads, writes or computes the update of (see
 ``device.replica_device``). Inputs and control inputs that name a copied op
 are renamed to the same replica's copy; those naming a shared op keep the
 name. Colocation entries survive only between copies of one replica. The pass works on NodeDefs (one import for the whole job,
@@ -21,7 +22,7 @@ from tensorflow.core.framework import graph_pb2
 from autodist.capture.info import Info
 from autodist.capture.graph_item import GraphItem, GradRecord
 from autodist.kernel.base import PassResult
-from autodist.kernel.device import replica_device
+from autodist.kernel.device import ps_apply_devices, replica_device
 from autodist.kernel.graph_def_edit import index_of
 
 __all__ = ["Replicator", "replicated_name"]
@@ -54,13 +55,14 @@ class Replicator:
         resources = {op: assignment.vars[owner].synchronizer.destination
                      for op, owner in assignment.ps_state.items()}
         resources.update((op, assignment.shared_devices[op]) for op in assignment.analysis.input_pipeline)
+        updates = ps_apply_devices(assignment)
         for node in source.node:
             if node.name in shared:
                 copy = out.node.add()
                 copy.CopyFrom(node)
                 copy.device = assignment.shared_devices[node.name]
                 continue
-            resource_device = _resource_device(node, resources)
+            resource_device = _resource_device(node, resources) or updates.get(node.name)
             for replica in assignment.local:
                 self._copy_node(out.node.add(), node, replica, shared, resource_device)
         result = GraphItem(graph_def=out)

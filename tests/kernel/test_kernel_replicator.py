@@ -165,3 +165,40 @@ def test_replicated_name():
     assert replicated_name("x:1", "P/", shared) == "P/x:1"
     assert replicated_name("^x", "P/", shared) == "^P/x"
     assert replicated_name("w:0", "P/", shared) == "w:0" and replicated_name("^w", "P/", shared) == "^w"
+
+
+SERVER = device(1, 0)
+
+
+def _build_sparse_updates():
+    ids = tf1.placeholder(tf.int64, [None], name="ids")
+    table = tf1.get_variable("table", initializer=tf.ones([8, 2]))
+    v = tf1.get_variable("v", initializer=tf.ones([2, 1]))
+    b = tf1.get_variable("b", initializer=tf.zeros([1]))
+    loss = tf.reduce_mean(tf.matmul(tf.nn.embedding_lookup(table, ids), v) + b, name="loss")
+    opt = tf1.train.GradientDescentOptimizer(0.1)
+    grads, variables = zip(*opt.compute_gradients(loss))
+    clipped, _ = tf.clip_by_global_norm(grads, 1.0, name="clip")
+    return {"train": opt.apply_gradients(zip(clipped, variables))}
+
+
+def test_a_ps_variables_update_runs_on_its_server():
+    """SGD's sparse update is ``ScatterAdd(table, -lr * grad)``: the arithmetic sits with the table on
+    its server (the synchronized gradient is there), not on the chief's replica, which would carry
+    the gradient to the chief's node and back. What every variable's update shares (the global-norm
+    clip) and an all-reduced variable's update stay on the replica."""
+    item, _ = capture(_build_sparse_updates)
+    strategy = make_strategy([device(0, 0), device(1, 0)], ps={"table": dict(device=SERVER), "v": dict(
+        device=SERVER)}, ar={"b": {}})
+    assignment = assign(analyze(item), read_entries(strategy), NodeContext("rep-test", 0, 2))
+    nodes = nodes_by_name(Replicator(assignment)(item).item.graph_def)
+    prefix = "AutoDist-Replica-0/"
+    scatter = next(n for n in nodes.values() if n.name.startswith(prefix) and n.op == "ResourceScatterAdd")
+    assert scatter.device == SERVER
+    delta = nodes[scatter.input[2].split(":")[0]]          # -lr * clipped gradient rows
+    assert delta.op == "Mul" and delta.device == SERVER
+    assert nodes[delta.input[0].lstrip("^").split(":")[0]].device == SERVER   # the Neg before it
+    norm = [n for name, n in nodes.items() if name.startswith(prefix + "clip/") and n.op == "Sqrt"]
+    assert norm and all(n.device == device(0, 0) for n in norm)
+    b_update = [n for name, n in nodes.items() if name.startswith(prefix) and "update_b" in name]
+    assert b_update and all(n.device == device(0, 0) for n in b_update)

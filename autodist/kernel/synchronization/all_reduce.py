@@ -27,7 +27,7 @@ from autodist.kernel.reshaper import Reshaper
 from autodist.kernel.synchronization import compressor as comp
 from autodist.kernel.synchronization import relay, wiring
 
-__all__ = ["synchronize_all_reduce"]
+__all__ = ["synchronize_all_reduce", "gather_keys", "gather_rows"]
 
 
 def _kind(assignment, var):
@@ -130,13 +130,13 @@ _SIZE_LEVELS = 32  # row counts up to 2**31
 
 def _sparse(scratch, collectives, assignment, group, index, reduced, replica, compressor):
     for var in group:
-        keys = (collectives.key(), collectives.reserve(2 * _SIZE_LEVELS))
+        keys = gather_keys(collectives)
         parts = assignment.analysis.grad_tensors[var.op_name]
         scope = "AutoDist-AllReduce/sparse/{}/{}".format(var.op_name, replica.prefix)
         with tf.device(replica.device), tf.name_scope(scope):
             values = _grad(scratch, assignment, replica, var.op_name, "values")
             indices = _grad(scratch, assignment, replica, var.op_name, "indices")
-            result = _gather_rows(collectives, values, indices, keys,
+            result = gather_rows(collectives, values, indices, keys,
                                   collectives.hint(replica, var.synchronizer.spec))
             if "dense_shape" in parts:
                 result["dense_shape"] = tf.identity(_grad(scratch, assignment, replica, var.op_name, "dense_shape"),
@@ -145,8 +145,13 @@ def _sparse(scratch, collectives, assignment, group, index, reduced, replica, co
     return [], []
 
 
-def _gather_rows(collectives, values, indices, keys, hint):
-    """Every replica's (indices, values) rows, concatenated in replica order, values / R.
+def gather_keys(collectives):
+    """The instance keys of one ``gather_rows``: the row counts', then two per padded size."""
+    return collectives.key(), collectives.reserve(2 * _SIZE_LEVELS)
+
+
+def gather_rows(collectives, values, indices, keys, hint):
+    """Every replica's (indices, values) rows, concatenated in replica order, values / R: tensor names.
 
     Three collectives in a row: the row counts, then values and indices padded to the largest
     count's power of two (the count every replica reads from the gathered ones)."""
