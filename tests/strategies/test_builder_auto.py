@@ -209,7 +209,7 @@ def test_every_start_of_the_search_ends_where_its_written_strategy_is_priced(nod
     links = {key: (link.bytes, link.messages) for key, link in search.traffic.links.items() if link.messages}
     assert links == {key: (pytest.approx(link.bytes), link.messages) for key, link in written.links.items()}
     assert {k: v for k, v in search.traffic.waits.items() if v} == written.waits
-    for field in ("server_bytes", "sparse_server_bytes"):
+    for field in ("server_bytes", "sparse_server_bytes", "sparse_apply_bytes"):
         found = {k: v for k, v in getattr(search.traffic, field).items() if abs(v) > 1e-6}
         assert found == {k: pytest.approx(v) for k, v in getattr(written, field).items() if abs(v) > 1e-6}, field
     for node in search.nodes:

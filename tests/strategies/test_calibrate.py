@@ -60,7 +60,7 @@ def test_the_protocol_steps_give_every_node_its_own_fetch_in_one_order():
     with tf.Graph().as_default():
         steps, initializers = protocol_graph(tf, devices)
     assert tuple(steps) == MEASUREMENTS and all(len(fetches) == 3 for fetches in steps.values())
-    assert len(initializers) == 1 + 16 + 1
+    assert len(initializers) == 1 + 16 + 1 + 3   # ps_one, ps_many, ps_sparse; every node's ar_sparse table
     with tf.Graph().as_default():
         alone, _ = protocol_graph(tf, devices[:1])
     assert tuple(alone) == MEASUREMENTS[:3] and all(len(fetches) == 1 for fetches in alone.values())

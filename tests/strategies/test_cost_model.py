@@ -99,7 +99,9 @@ def test_sparse_all_reduce_is_an_all_gather_of_the_touched_rows():
     traffic = step_traffic(strategy, [emb], {emb.name: 10})   # padded to 16 rows; 3 collectives of N - 1 = 1 message
     assert _links(traffic) == {(COLLECTIVE, A, B): (384.0, 3), (COLLECTIVE, B, A): (384.0, 3)}
     # each replica applies the other's 10 rows (240 bytes with their indices) beyond its own compute
-    assert traffic.sparse_server_bytes == {A: 240.0, B: 240.0}
+    assert traffic.sparse_apply_bytes == {A: 240.0, B: 240.0} and traffic.sparse_server_bytes == {}
+    calibration = _calibration(sparse_apply_bytes_per_s=400.0)   # the probe's rate for the kernel's gathers
+    assert node_comm_s(traffic, A, calibration) == pytest.approx(384 / 500 + 3 * 0.02 + 240 / 400)
     dense = step_traffic(strategy, [emb])   # no row count: its dense size, the upper bound
     assert dense.links[(COLLECTIVE, A, B)].bytes == 1600.0
 

@@ -49,8 +49,9 @@ PRIOR_UPDATE_BYTES_PER_S = 5e9
 #: A sparse accumulator merges rows by index (a copy per row, no vectorized add): ~10x slower.
 PRIOR_SPARSE_UPDATE_BYTES_PER_S = 5e8
 #: What the probe measures changed (2: the other nodes' clients host their servers, steps are
-#: callables, the one-float collective is a gather): caches of an older probe are probed again.
-PROBE_VERSION = 2
+#: callables, the one-float collective is a gather; 3: the sparse all-reduce's apply rate): caches
+#: of an older probe are probed again.
+PROBE_VERSION = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,6 +71,8 @@ class Calibration:
     ps_step_s: float          # a synchronous parameter server's pull, push, take and token with another node
     overlap: float            # 0: communication waits for backprop; 1: it hides under all of it
     flops: float              # one replica's float operations per second
+    #: a replica of a sparse all-reduce on the other replicas' rows (mask, mean, apply)
+    sparse_apply_bytes_per_s: float = PRIOR_SPARSE_UPDATE_BYTES_PER_S
     source: str = "prior"     # "prior" or "probe"
     probe_version: int = 0    # the probe that measured it (PROBE_VERSION); 0 for a prior
 

@@ -17,7 +17,8 @@ The step of a synchronous plan is::
                        + max(messages sent, messages received) * latency
         + bytes copied inside the node / local bandwidth
         + dense bytes its parameter servers aggregate / update rate
-        + sparse rows' bytes its servers merge or its replicas apply / sparse update rate
+        + sparse rows' bytes its servers merge / sparse update rate
+        + other replicas' sparse rows its replicas apply (sparse all-reduce) / sparse apply rate
     exposed = communication - min(communication, overlap * backward share * compute)
 
 A node's links share its network interface: transports and messages add up;
@@ -93,6 +94,7 @@ def node_comm_s(traffic, node, calibration):
     seconds += traffic.local_bytes(node) / calibration.local_bandwidth
     seconds += traffic.server_bytes.get(node, 0.0) / calibration.update_bytes_per_s
     seconds += traffic.sparse_server_bytes.get(node, 0.0) / calibration.sparse_update_bytes_per_s
+    seconds += traffic.sparse_apply_bytes.get(node, 0.0) / calibration.sparse_apply_bytes_per_s
     return seconds
 
 

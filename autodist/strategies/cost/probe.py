@@ -22,6 +22,10 @@ probe runs (the fastest run would describe an idle machine)::
     ps_step_s            ps_one - fixed_step_s - rpc latency: the protocol's own cost (pull, push,
                          take, apply, release and wait for the token) with one 1-float variable
     sparse update rate   the servers' sparse rows / (ps_sparse - ps_one - their time on the wire)
+    sparse apply rate    the other nodes' rows / (ar_sparse - ar_step - the gathers' bytes on the ring
+                         and their 2 (N - 1) messages beyond the gather's - sparse_local - local): what a
+                         replica of a sparse all-reduce does with the rows it takes in, beyond its own
+                         (``sparse_local``: SGD's apply of one node's rows on the chief alone)
     collective latency   (32 tiny all-reduces - 1) / 31 / 2 (N - 1) messages of a hop
     collective bandwidth 2 (N - 1) / N * COLLECTIVE_BYTES / (ar_big - ar_step - (N - 1)
                          collective latencies, the ring's messages beyond the gather's): a 16 MiB
@@ -47,8 +51,8 @@ import time
 
 from autodist.strategies.cost.calibration import PROBE_VERSION, Calibration
 from autodist.strategies.cost.protocol import (COLLECTIVE_BYTES, MEASUREMENTS, MEMBER_TIMEOUT, PS_VARIABLES,
-                                               SPARSE_ROWS, SPARSE_WIDTH, protocol_graph, task_devices,
-                                               time_protocol)
+                                               SPARSE_ROWS, SPARSE_WIDTH, TABLE_ROWS, protocol_graph, sparse_rows,
+                                               task_devices, time_protocol)
 
 __all__ = ["probe", "BIG_BYTES", "SMALL_COUNT"]
 
@@ -92,6 +96,9 @@ def _graph(tf, devices):
         local_big = tf1.Variable(tf.zeros([elements]), name="local_big")
         local_small = tf1.Variable(tf.zeros([1]), name="local_small")
         matrix = tf1.Variable(tf.ones([512, 512]), name="matrix")
+        table = tf1.Variable(tf.zeros([TABLE_ROWS, SPARSE_WIDTH]), name="table", use_resource=True)
+        ids, values = sparse_rows(tf, 0)
+        ops["sparse_local"] = table.scatter_sub(tf.IndexedSlices(0.01 * values, ids)).op
         ops["local"] = tf.reduce_sum(local_small.read_value())
         ops["one"] = tf.reduce_sum(small[0].read_value())
         ops["many"] = tf.add_n([tf.reduce_sum(v.read_value()) for v in small])
@@ -112,7 +119,7 @@ def _graph(tf, devices):
                     done += [tf.reduce_sum(collective_ops.all_reduce_v2(
                         x, n, 1, 1 + len(ops) * 100 + i, merge_op="Add", final_op="Id")[:1]) for i in range(count)]
             ops[key] = done
-    return ops, [v.initializer for v in small + [big, back, local_big, local_small, matrix]]
+    return ops, [v.initializer for v in small + [big, back, local_big, local_small, matrix, table]]
 
 
 def _duplex(one_way, both_ways):
@@ -148,6 +155,7 @@ def _measure(tf, np, target, config, devices, repeats):
         found.update(rpc_latency_s=0.0, rpc_bandwidth=local, collective_latency_s=0.0, collective_bandwidth=local,
                      round_trip_s=0.0, ps_step_s=0.0)
         found["sparse_update_bytes_per_s"] = _sparse_rate(t, found, n, 1.0)
+        found["sparse_apply_bytes_per_s"] = _SPARSE_MESSAGE / max(t["sparse_local"] - t["local"], 1e-6)
         return found
     latency = max(t["ar_many"] - t["ar_one"], 0.0) / (SMALL_COUNT - 1) / (2 * (n - 1))
     # ar_big is a ring (2 (N - 1) messages), ar_step a gather (N - 1): the rest of the difference is bytes
@@ -160,14 +168,27 @@ def _measure(tf, np, target, config, devices, repeats):
     found.update(ps_step_s=max(t["ps_one"] - t["local"] - found["rpc_latency_s"], 0.0),
                  round_trip_s=max(t["ar_step"] - t["local"] - (n - 1) * found["collective_latency_s"], 0.0))
     found["sparse_update_bytes_per_s"] = _sparse_rate(t, found, n, 2.0 - found["rpc_duplex"])
+    found["sparse_apply_bytes_per_s"] = _sparse_apply_rate(t, found, n)
     return found
+
+
+#: One node's sparse rows on the wire: float32 values and an int64 index a row.
+_SPARSE_MESSAGE = SPARSE_ROWS * (SPARSE_WIDTH * 4 + 8)
 
 
 def _sparse_rate(t, found, n, directions):
     """Servers' sparse rate: the sparse step's time beyond the one-variable step and the wire, per byte."""
-    message = SPARSE_ROWS * (SPARSE_WIDTH * 4 + 8)
-    wire = directions * message / found["rpc_bandwidth"] if n > 1 else 0.0
-    return n * message / max(t["ps_sparse"] - t["ps_one"] - wire, 1e-6)
+    wire = directions * _SPARSE_MESSAGE / found["rpc_bandwidth"] if n > 1 else 0.0
+    return n * _SPARSE_MESSAGE / max(t["ps_sparse"] - t["ps_one"] - wire, 1e-6)
+
+
+def _sparse_apply_rate(t, found, n):
+    """A sparse all-reduce's rate on the other nodes' rows: its step beyond a collective step, the
+    gathers on the ring and the node's own rows' apply, per byte of the others' rows."""
+    others = (n - 1) * _SPARSE_MESSAGE
+    wire = others / found["collective_bandwidth"] + 2 * (n - 1) * found["collective_latency_s"]
+    own = max(t["sparse_local"] - t["local"], 0.0)
+    return others / max(t["ar_sparse"] - t["ar_step"] - wire - own, 1e-6)
 
 
 def probe(spec, repeats=7, sink=None):

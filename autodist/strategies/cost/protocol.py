@@ -24,22 +24,28 @@ probe (:mod:`.probe`) fits from them what a single session's fetches cannot show
                 all-gather whose rows every node adds): a collective step's own cost
     ar_big      a COLLECTIVE_BYTES all-reduce run by every node: (ar_big - ar_step), less the
                 ring's N - 1 messages beyond the gather's, is its bytes on the ring
+    ar_sparse   the kernel's sparse all-reduce (``all_reduce.gather_rows``) of SPARSE_ROWS distinct
+                rows a node, every node applying all rows to its own table as SGD does: beyond
+                ar_step, the gathers' bytes and messages and the node's own rows' apply, the rate
+                at which a replica takes in and applies the other replicas' rows
 
 Each figure is the median of ``repeats`` runs of ``steps`` steps, per step.
 """
 import statistics
 import time
 
-__all__ = ["PS_VARIABLES", "SPARSE_ROWS", "SPARSE_WIDTH", "COLLECTIVE_BYTES", "MEASUREMENTS", "MEMBER_TIMEOUT",
-           "STEPS", "protocol_graph", "time_protocol", "task_devices", "member_main"]
+__all__ = ["PS_VARIABLES", "SPARSE_ROWS", "SPARSE_WIDTH", "TABLE_ROWS", "COLLECTIVE_BYTES", "MEASUREMENTS",
+           "MEMBER_TIMEOUT", "STEPS", "sparse_rows", "protocol_graph", "time_protocol", "task_devices", "member_main"]
 
 PS_VARIABLES = 16
 SPARSE_ROWS = 4096
 SPARSE_WIDTH = 64
-_TABLE_ROWS = 4 * SPARSE_ROWS
+TABLE_ROWS = 4 * SPARSE_ROWS
 _ANY_STEP = 2 ** 62
 #: The protocol measurements, in the order every node runs them.
-MEASUREMENTS = ("ps_one", "ps_many", "ps_sparse", "ar_step", "ar_big")
+MEASUREMENTS = ("ps_one", "ps_many", "ps_sparse", "ar_step", "ar_big", "ar_sparse")
+#: The collective group and first instance key of the sparse all-reduce (apart from the other collectives').
+_SPARSE_GROUP, _SPARSE_KEY_BASE = 8, 8000
 #: Bytes of the big all-reduce every node runs (the collective bandwidth).
 COLLECTIVE_BYTES = 16 << 20
 STEPS = 20
@@ -69,21 +75,21 @@ def _sparse_variable(tf, devices, name, tokens):
     """The sparse table under the protocol: every node pulls and pushes ``SPARSE_ROWS`` distinct rows."""
     tf1 = tf.compat.v1
     with tf.device(devices[-1]):
-        var = tf1.Variable(tf.zeros([_TABLE_ROWS, SPARSE_WIDTH]), name=name, use_resource=True)
-        acc = tf1.SparseConditionalAccumulator(tf.float32, shape=[_TABLE_ROWS, SPARSE_WIDTH],
+        var = tf1.Variable(tf.zeros([TABLE_ROWS, SPARSE_WIDTH]), name=name, use_resource=True)
+        acc = tf1.SparseConditionalAccumulator(tf.float32, shape=[TABLE_ROWS, SPARSE_WIDTH],
                                                shared_name=tokens + "/" + name, reduction_type="SUM",
                                                name=name + "_acc")
     pushes = []
     for k, device in enumerate(devices):
         with tf.device(device):
-            ids = tf.range(SPARSE_ROWS, dtype=tf.int64) * 4 + k % 4
+            ids, _ = sparse_rows(tf, k)
         with tf.device(devices[-1]):
             rows = tf.gather(var, ids)
         with tf.device(device):
             values = rows + 1.0
         with tf.device(devices[-1]):
             pushes.append(acc.apply_indexed_slices_grad(
-                tf.IndexedSlices(values, ids, tf.constant([_TABLE_ROWS, SPARSE_WIDTH], tf.int64)),
+                tf.IndexedSlices(values, ids, tf.constant([TABLE_ROWS, SPARSE_WIDTH], tf.int64)),
                 local_step=_ANY_STEP))
     with tf.device(devices[-1]), tf.control_dependencies([pushes[0]]):
         taken = acc.take_indexed_slices_grad(len(devices))
@@ -138,7 +144,37 @@ def _protocol_ops(tf, devices, name):
                     else:
                         steps[key].append(collective_ops.all_reduce_v2(
                             ones, len(devices), 7, instance, merge_op="Add", final_op="Id").op)
+        steps["ar_sparse"], tables = _sparse_all_reduce(tf, devices, name)
+        variables += tables
     return steps, [v.initializer for v in variables]
+
+
+def sparse_rows(tf, k):
+    """Node ``k``'s SPARSE_ROWS distinct row ids of a table of ``4 * SPARSE_ROWS`` rows, and their values."""
+    ids = tf.range(SPARSE_ROWS, dtype=tf.int64) * 4 + k % 4
+    return ids, tf.fill([SPARSE_ROWS, SPARSE_WIDTH], 1.0)
+
+
+def _sparse_all_reduce(tf, devices, name):
+    """``([every node's step], tables)``: the kernel's sparse all-reduce of each node's rows, the
+    gathered rows applied to the node's own table (``scatter_sub``, SGD's sparse apply)."""
+    from types import SimpleNamespace
+
+    from autodist.kernel.synchronization.all_reduce import gather_keys, gather_rows
+    from autodist.kernel.synchronization.compressor import Collectives
+    graph, steps, tables = tf.compat.v1.get_default_graph(), [], []
+    group = SimpleNamespace(key_base=_SPARSE_KEY_BASE, num_replicas=len(devices), group_key=_SPARSE_GROUP)
+    for k, device in enumerate(devices):
+        collectives = Collectives(group)   # every node's gather gets the same keys, as in a job
+        with tf.device(device), tf.compat.v1.name_scope("ar_sparse{}".format(k)):
+            table = tf.compat.v1.Variable(tf.zeros([TABLE_ROWS, SPARSE_WIDTH]), name="table", use_resource=True)
+            ids, values = sparse_rows(tf, k)
+            rows = gather_rows(collectives, values, ids, gather_keys(collectives), "ring")
+            gathered = tf.IndexedSlices(0.01 * graph.get_tensor_by_name(rows["values"]),
+                                        graph.get_tensor_by_name(rows["indices"]))
+            steps.append(table.scatter_sub(gathered).op)
+        tables.append(table)
+    return steps, tables
 
 
 def task_devices(context):

@@ -30,9 +30,10 @@ replicas (the replicas in the plan's order, node-major)::
     sparse all-reduce           ring all-gathers: each hop carries (N - 1) * R bytes in
                                 3 (N - 1) messages, R the rows one replica touches padded to a
                                 power of two (the kernel's all-gathers of the row counts,
-                                values and indices); every replica then applies the other
-                                replicas' rows (N - 1 times its own, beyond its compute),
-                                priced as a server's sparse rows
+                                values and indices); every replica then takes in and applies
+                                the other replicas' rows (N - 1 times its own, beyond its
+                                compute: ``sparse_apply_bytes``, at the rate the probe
+                                measured for the kernel's own sparse all-reduce)
 
 A sparse gradient moves only the rows a replica touches (``sparse_rows``: rows
 per replica and step, by variable name; a shard gets its share in proportion
@@ -79,7 +80,8 @@ class StepTraffic:
     def __init__(self):
         self.links: Dict[Tuple[str, str, str], Link] = {}
         self.server_bytes: Dict[str, float] = {}     # node -> dense bytes its servers aggregate
-        self.sparse_server_bytes: Dict[str, float] = {}   # node -> sparse rows' bytes it merges or applies
+        self.sparse_server_bytes: Dict[str, float] = {}   # node -> sparse rows' bytes its servers merge
+        self.sparse_apply_bytes: Dict[str, float] = {}    # node -> other replicas' rows its replicas apply
         self.waits: Dict[Tuple[str, str], int] = {}   # (reader, server node) -> whole variables R waits on S for
         self._sent, self._received, self._local = {}, {}, {}
 
@@ -119,7 +121,7 @@ class StepTraffic:
 
     def nodes(self):
         found = {s for _, s, _ in self.links} | {d for _, _, d in self.links} | set(self.server_bytes)
-        found |= set(self.sparse_server_bytes)
+        found |= set(self.sparse_server_bytes) | set(self.sparse_apply_bytes)
         return sorted(found)
 
 
@@ -229,7 +231,7 @@ def add_entry(traffic, entry, var, replicas, rows=None, scale=1, group_bytes=Non
             padded = wire_bytes(sync, var, nbytes, _next_power_of_two(rows)) if rows else message
             ring(traffic, replicas, scale * (n - 1) * padded, scale * SPARSE_GATHER_MESSAGES * max(n - 1, 0))
             for node, count in _replica_nodes(tuple(replicas)):   # each replica applies the others' rows too
-                work = traffic.sparse_server_bytes
+                work = traffic.sparse_apply_bytes
                 work[node] = work.get(node, 0.0) + scale * count * (n - 1) * message
         else:
             ring(traffic, replicas, scale * 2.0 * (n - 1) / n * message, 0)
