@@ -13,7 +13,8 @@ synthetic batch per node.
 
 Configurations (``--configs``; ``step_time_roles`` has the processes):
     PS ... Parallax,  every autodist builder with its default arguments, through
-    AutoStrategy      ``AutoDist(resource_specs/loopback_two_nodes.yml, Builder())``
+    AutoStrategy      ``AutoDist(resource_specs/loopback_two_nodes.yml, Builder())``;
+                      ``AutoStrategy(batch=<the model's batch>)``
     hand_ps           TF1 parameter server by hand: 1 PS process (node 0) + 2 workers,
                       a ConditionalAccumulator per variable, a token queue per worker
     mwms, mwms_25mib  MultiWorkerMirroredStrategy, RING, one pack / 25 MiB packs, Keras 3

@@ -101,7 +101,10 @@ def run_autodist(args, model):
     import tensorflow as tf
     import autodist
     from autodist import strategies
-    ad = autodist.AutoDist(args.spec, getattr(strategies, args.builder)(**json.loads(args.builder_args)))
+    arguments = json.loads(args.builder_args)
+    if args.builder == "AutoStrategy":   # the per-replica batch, which the placeholders leave open, as a user states it
+        arguments.setdefault("batch", model.batch)
+    ad = autodist.AutoDist(args.spec, getattr(strategies, args.builder)(**arguments))
     x_np, y_np = synthetic_batch(model, model.batch, seed=ad.worker_index)
     with tf.Graph().as_default(), ad.scope():
         tf.compat.v1.set_random_seed(0)   # the same initial values in every configuration: losses compare

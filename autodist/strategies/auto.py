@@ -48,7 +48,7 @@ from autodist.proto import strategy_pb2
 from autodist.strategies.all_reduce import AllReduce
 from autodist.strategies.base import Strategy, StrategyBuilder
 from autodist.strategies.cost import Compute, cluster_calibration, predict
-from autodist.strategies.cost.model import exposed_comm_s, fixed_step_s, node_comm_s, wait_s
+from autodist.strategies.cost.model import beyond_compute_s, exposed_comm_s, fixed_step_s, node_comm_s, wait_s
 from autodist.strategies.cost.traffic import StepTraffic, add_entry, group_overhead
 from autodist.strategies.inputs import all_cpu_servers, builder_variables, is_cpu, replica_devices
 from autodist.strategies.parallax import Parallax
@@ -210,8 +210,8 @@ class _Search:
 
     def cost(self):
         comm = max(node_comm_s(self.traffic, n, self.calibration) for n in self.nodes)
-        return (exposed_comm_s(comm, self.compute.step_s, self.calibration.overlap)
-                + fixed_step_s(self.traffic, self.calibration) + wait_s(self.traffic, self.compute))
+        return fixed_step_s(self.traffic, self.calibration) + beyond_compute_s(
+            wait_s(self.traffic, self.compute), exposed_comm_s(comm, self.compute.step_s, self.calibration.overlap))
 
     def options(self, var):
         """Entries ``var`` may take: all-reduce, each server (with or without a local proxy), even shards

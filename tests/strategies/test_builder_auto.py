@@ -107,7 +107,9 @@ def test_the_search_splits_a_variable_that_unbalances_the_servers(nodes):
 
 def test_the_searched_plan_must_beat_every_preset_by_the_margin(nodes, monkeypatch):
     from autodist.strategies import auto
-    variables = [_var("big", [4096, 1024]), _var("small", [16])]
+    # a big variable best split over the servers (the ring is slow), 100 small ones best all-gathered
+    # in one bucket (a message each on a server): no preset does both
+    variables = [_var("big", [4096, 1024])] + [_var("s{}".format(i), [16]) for i in range(100)]
     search = AutoStrategy(calibration=_calibration(collective_bandwidth=0.01e9))
     result = search.search_variables(variables, nodes, Compute(0.01))
     predictions = dict(result.candidates)
@@ -176,6 +178,19 @@ def test_measured_compute_is_cached_per_graph(graph_item, tmp_path):
     assert first.source == "measured" and first.step_s > 0 and first.batch == 8
     assert first.sparse_rows == {"emb:0": 8.0}
     assert measure_compute(graph_item, 8, directory=str(tmp_path)) == first   # read back, not run again
+
+
+def test_estimated_rows_of_a_lookup_count_every_id_of_an_example():
+    """``embedding_lookup`` flattens its ids: the gradient's indices are ``[None]``, the ids ``[None, 16]``."""
+    import tensorflow as tf
+    from autodist.strategies.cost.compute import estimate_rows
+    with tf.Graph().as_default():
+        ids = tf.compat.v1.placeholder(tf.int64, [None, 16])
+        flat = tf.cast(tf.reshape(ids, [-1]), tf.int32)
+        assert estimate_rows(flat, 256) == 16 * 256
+        assert estimate_rows(tf.compat.v1.placeholder(tf.int64, [None]), 256) == 256
+        assert estimate_rows(tf.reshape(tf.zeros([8, 4], tf.int64), [-1]), 256) == 32
+        assert estimate_rows(tf.compat.v1.placeholder(tf.int64), 256) == 256   # nothing known: one an example
 
 
 def test_the_search_prices_a_plan_as_its_written_strategy():

@@ -27,8 +27,8 @@ from autodist.fileio import atomic_write_bytes
 from autodist.strategies.cost.calibration import DEFAULT_CALIBRATION_DIR
 from autodist.strategies.cost.model import Compute
 
-__all__ = ["measure_compute", "estimate_compute", "measure_or_estimate", "forward_flops", "graph_key",
-           "TRAIN_FLOPS_FACTOR"]
+__all__ = ["measure_compute", "estimate_compute", "estimate_rows", "measure_or_estimate", "forward_flops",
+           "graph_key", "TRAIN_FLOPS_FACTOR"]
 
 #: A training step's float operations per forward one (forward, input gradient, weight gradient).
 TRAIN_FLOPS_FACTOR = 3.0
@@ -146,9 +146,31 @@ def estimate_compute(graph_item, calibration, batch):
     """The estimated :class:`~.model.Compute`: ``3 x`` forward float operations at ``calibration.flops``."""
     flops = TRAIN_FLOPS_FACTOR * forward_flops(graph_item.graph, batch)
     graph = graph_item.graph
-    sparse = {_tensor_name(r.target): _prod(_dims(graph.get_tensor_by_name(r.indices), batch) or [batch])
+    sparse = {_tensor_name(r.target): estimate_rows(graph.get_tensor_by_name(r.indices), batch)
               for r in graph_item.grad_records if r.is_sparse}
     return Compute(step_s=flops / calibration.flops, source="estimate", sparse_rows=sparse, batch=batch)
+
+
+#: Ops whose output has as many elements as their first input: a sparse gradient's indices are
+#: often the lookup's ids flattened (``embedding_lookup`` reshapes ``[batch, ids]`` to ``[-1]``).
+_SAME_SIZE_OPS = frozenset({"Reshape", "Identity", "Cast", "Squeeze", "ExpandDims"})
+
+
+def estimate_rows(indices, batch):
+    """Rows a sparse gradient's ``indices`` hold at ``batch`` examples: their static size, with the
+    unknown dimension taken as ``batch``; where flattening lost the shape (``[None]``), the size of
+    the tensor it was flattened from (the lookup's ids: ``[batch, 16]`` is 16 rows an example)."""
+    tensor, found = indices, None
+    for _ in range(16):   # a short chain of reshapes and casts at most
+        dims = _dims(tensor, batch)
+        if dims is not None:
+            found = max(found or 0, _prod(dims))
+            if None not in tensor.shape.as_list():
+                break
+        if tensor.op.type not in _SAME_SIZE_OPS or not tensor.op.inputs:
+            break
+        tensor = tensor.op.inputs[0]
+    return float(found if found is not None else batch)
 
 
 def measure_or_estimate(graph_item, calibration, batch, directory=None):
