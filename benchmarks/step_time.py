@@ -23,6 +23,9 @@ Configurations (``--configs``; ``step_time_roles`` has the processes):
     AllReduce_powersgd  the wire) and PowerSGDCompressor (rank 1), next to the plain one
     PS_proxy,         PS and PSLoadBalancing with ``local_proxy_variable=True``: every node
     PSLoadBalancing_proxy  reads a copy of the variables another node holds
+    PS_adam, PSLoadBalancing_adam, AllReduce_adam
+                      those builders training with Keras 3 Adam instead of SGD (its update is
+                      a dozen ops a variable); their losses differ from SGD's
 
 The baselines train exactly like single-device SGD on the global batch (the
 variables agreed to 1e-8 after three steps when this was written). They run

@@ -110,7 +110,13 @@ def run_autodist(args, model):
         tf.compat.v1.set_random_seed(0)   # the same initial values in every configuration: losses compare
         x, y = _placeholders(tf, model)
         total = loss(model, graph_logits(model, x), y)
-        train = tf.compat.v1.train.GradientDescentOptimizer(model.learning_rate).minimize(total)
+        if args.optimizer == "keras_adam":
+            import keras
+            variables = tf.compat.v1.trainable_variables()
+            train = keras.optimizers.Adam(model.learning_rate).apply_gradients(
+                zip(tf.gradients(total, variables), variables))
+        else:
+            train = tf.compat.v1.train.GradientDescentOptimizer(model.learning_rate).minimize(total)
         session = ad.create_distributed_session()
         feed = {x: x_np, y: y_np}
         timed_loop(lambda: session.run(train, feed), args, report=ad.is_chief,
@@ -260,6 +266,8 @@ def _parser():
     parser.add_argument("--builder", help="autodist: the strategy builder's class name")
     parser.add_argument("--builder-args", default="{}", help="autodist: the builder's arguments as JSON")
     parser.add_argument("--spec", help="autodist: the resource spec file")
+    parser.add_argument("--optimizer", choices=("sgd", "keras_adam"), default="sgd",
+                        help="autodist: plain SGD (tf1, as the baselines), or Keras 3 Adam")
     parser.add_argument("--cluster", help="hand_ps, mwms: the cluster spec as JSON")
     parser.add_argument("--task", help="hand_ps: 'ps' or a worker index; mwms: the worker index")
     parser.add_argument("--pack", type=int, default=0, help="mwms: bytes per pack (0: one pack)")

@@ -31,7 +31,7 @@ from step_time_models import MODELS
 from step_time_procs import ProcessTable, socket_snapshot, traffic
 from step_time_roles import MARKER
 
-__all__ = ["BUILDERS", "COMPRESSED", "VARIANTS",
+__all__ = ["BUILDERS", "COMPRESSED", "VARIANTS", "KERAS_ADAM",
            "BASELINES", "CONFIGS", "SPEC", "WORKERS", "RunFailed", "Launch", "launches", "child_env",
            "run_config"]
 
@@ -47,7 +47,10 @@ BASELINES = ("hand_ps", "mwms", "mwms_25mib")
 #: Builders with other arguments than their defaults: config -> (builder, its arguments).
 VARIANTS = dict(COMPRESSED, PS_proxy=("PS", {"local_proxy_variable": True}),
                 PSLoadBalancing_proxy=("PSLoadBalancing", {"local_proxy_variable": True}))
-CONFIGS = BASELINES + ("single",) + BUILDERS + tuple(VARIANTS)
+#: Builders trained with Keras 3 Adam instead of plain SGD (an optimizer whose update is many ops, as
+#: users' are): config -> builder.
+KERAS_ADAM = {"PS_adam": "PS", "PSLoadBalancing_adam": "PSLoadBalancing", "AllReduce_adam": "AllReduce"}
+CONFIGS = BASELINES + ("single",) + BUILDERS + tuple(VARIANTS) + tuple(KERAS_ADAM)
 SPEC = os.path.join(REPO, "resource_specs", "loopback_two_nodes.yml")
 NODES = ("127.0.0.1", "127.0.0.2")
 WORKERS = len(NODES)
@@ -72,9 +75,11 @@ class Launch:
 
 def launches(config):
     """The processes the harness starts for ``config``, in start order (worker 0 last)."""
-    if config in BUILDERS or config in VARIANTS:
-        builder, arguments = VARIANTS.get(config, (config, {}))
+    if config in BUILDERS or config in VARIANTS or config in KERAS_ADAM:
+        builder, arguments = VARIANTS.get(config, (KERAS_ADAM.get(config, config), {}))
         role = ["autodist", "--builder", builder, "--builder-args", json.dumps(arguments), "--spec", SPEC]
+        if config in KERAS_ADAM:
+            role += ["--optimizer", "keras_adam"]
         return [Launch("chief", role, 0, 1, reporter=True)]
     if config == "single":
         return [Launch("single", ["single", "--workers", str(WORKERS)], None, None, reporter=True)]
