@@ -77,7 +77,7 @@ def predictions(model_name, builders, spec, directory, calibration=None):
     for name in builders:   # a preset, or a variant of one (``step_time_run.VARIANTS``: builder, arguments)
         builder, arguments = VARIANTS.get(name, (name, {}))
         found[name] = predict(getattr(strategies, builder)(**arguments).build(item, spec), variables, compute,
-                              calibration)
+                              calibration, chief=spec.chief)
     auto = strategies.AutoStrategy(calibration=calibration, compute=compute).search(item, spec)
     return found, auto, compute
 

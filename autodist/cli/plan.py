@@ -209,12 +209,13 @@ def _prediction(graph_item, spec, strategy, variables, args):
     else:
         compute = estimate_compute(graph_item, calibration, args.batch)
     sources = {"calibration": calibration.source, "compute": compute.source, "batch": args.batch}
-    return predict(strategy, variables, compute, calibration), sources
+    return predict(strategy, variables, compute, calibration, chief=spec.chief), sources
 
 
 def _prediction_line(prediction, sources):
-    waits = (", waiting for another node's compute {:.2f} ms (a local proxy or all-reduce avoids it)".format(
-        prediction.wait_s * 1e3) if prediction.wait_s else "")
+    waits = (", waiting for another node's compute {:.2f} ms while the communication runs (the step pays the "
+             "longer; a local proxy or all-reduce avoids the wait)".format(prediction.wait_s * 1e3)
+             if prediction.wait_s else "")
     return ("predicted step {:.2f} ms: compute {:.2f} ms ({}, batch {}), fixed {:.2f} ms{}, communication {:.2f} ms "
             "of which {:.2f} ms exposed ({:.0%} of the step; calibration: {})".format(
                 prediction.step_s * 1e3, prediction.compute_s * 1e3, sources["compute"], sources["batch"],

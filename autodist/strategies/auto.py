@@ -19,10 +19,14 @@ that reads a whole variable from a computing CPU node waits for that node's
 compute (``cost.traffic``), which one variable's move cannot undo while
 others still cause it, so the search also starts where no node waits. It
 prices a move by adding and taking back the variable's traffic
-(``cost.traffic``), so a pass costs O(variables x options x nodes). Every
-candidate is then priced by :func:`~autodist.strategies.cost.predict` on its
-written Strategy (through the contract); the cheapest preset wins (the first
-on a tie), and the searched plan replaces it only when predicted at least
+(``cost.traffic``), so a pass costs O(variables x options x nodes); it prices
+all-reduce as collectives even in a plan that also has parameter servers,
+which on several nodes the kernel relays through the chief (a global
+switch a single move cannot price). Every candidate is then priced by
+:func:`~autodist.strategies.cost.predict` on its written Strategy (through the
+contract), relays included, and the three ends are compared so; the
+cheapest preset wins (the first on a tie), and the searched plan replaces it
+only when predicted at least
 ``SEARCH_MARGIN`` (5 %) cheaper: its mixes of parameter servers, proxies and
 all-reduce are plans the benchmark has not validated as it has the presets
 (on cnn a mix predicted 4 % under AllReduce measured 14 % over it), so a gain
@@ -140,7 +144,7 @@ class AutoStrategy(StrategyBuilder):
         calibration = calibration or self.calibration(resource_spec)
         compute = compute or Compute(0.0, source="none")
         def price(name, strategy):
-            return name, strategy, predict(strategy, variables, compute, calibration)
+            return name, strategy, predict(strategy, variables, compute, calibration, chief=resource_spec.chief)
 
         cpu_replicas = any(is_cpu(replica) for replica in replica_devices(resource_spec))
         starts = _STARTS if cpu_replicas else _STARTS[:1] + _STARTS[2:]   # no node waits on GPUs: no proxies

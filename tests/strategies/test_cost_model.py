@@ -6,7 +6,8 @@ import stat
 
 import pytest
 
-from autodist.kernel.contract import AllReduceEntry, Compressor, Partition, PSEntry, variable_entry, write_entry
+from autodist.kernel.contract import (AllReduceEntry, Compressor, Partition, PSEntry, read_entries, variable_entry,
+                                     write_entry)
 from autodist.proto import strategy_pb2
 from autodist.strategies import PS
 from autodist.strategies.base import Strategy
@@ -14,7 +15,7 @@ from autodist.strategies.cost import (Calibration, Compute, load_calibration, pr
                                       save_calibration, step_traffic)
 from autodist.strategies.cost.calibration import PROBE_VERSION, spec_key
 from autodist.strategies.cost.model import exposed_comm_s, fixed_step_s, node_comm_s
-from autodist.strategies.cost.traffic import COLLECTIVE, RPC
+from autodist.strategies.cost.traffic import COLLECTIVE, RPC, relayed
 
 from conftest import _spec_from, _var
 
@@ -238,13 +239,34 @@ def test_sparse_rows_on_a_parameter_server_are_merged_at_the_sparse_rate():
     assert node_comm_s(traffic, B, _calibration()) == pytest.approx(0.24 + 0.01 + 480 / 8000 + 480 / 800)
 
 
+def test_a_mixed_plan_on_two_nodes_relays_its_all_reduce_through_the_chief():
+    w, v, e = _var("W", [10]), _var("V", [10]), _var("E", [100, 4], sparse=True)   # 40 B; rows of 16 + 8 B
+    entries = [variable_entry(w.name, "W", [PSEntry(B + ":CPU:0", sync=True)]),
+               variable_entry(v.name, "V", [AllReduceEntry(group=0)]),
+               variable_entry(e.name, "E", [AllReduceEntry(group=0)])]
+    strategy = _strategy(entries, [A + ":CPU:0", B + ":CPU:0"])
+    assert relayed(read_entries(strategy).variables.values(), [A + ":CPU:0", B + ":CPU:0"])
+    traffic = step_traffic(strategy, [w, v, e], {e.name: 10}, chief=A)
+    # W: B's server pulls and pushes; V: B pushes 40 B to A, gets the mean back; E: B pushes its 10 rows
+    # (240 B), gets both replicas' (480 B); one message each way per relayed group (V's, E's) and for W
+    assert _links(traffic) == {(RPC, A, B): (40.0 + 40 + 480, 3), (RPC, B, A): (40.0 + 40 + 240, 3),
+                               (RPC, B, B): (80.0, 2)}
+    assert traffic.exchanges() == (RPC,)   # no collective in the step
+    assert traffic.server_bytes == {B: 80.0, A: 80.0}   # W's accumulator on B, V's relay accumulator on A
+    assert traffic.sparse_apply_bytes == {A: 240.0, B: 240.0}
+    elsewhere = step_traffic(strategy, [w, v, e], {e.name: 10}, chief=B)   # the chief is the hub
+    assert elsewhere.links[(RPC, A, B)].bytes == 40.0 + 40 + 240 and elsewhere.server_bytes[B] == 160.0
+    alone = step_traffic(_strategy(entries[1:], [A + ":CPU:0", B + ":CPU:0"]), [v, e], {e.name: 10})
+    assert not any(transport == RPC for transport, _, _ in alone.links)   # all-reduce alone: collectives
+
+
 def test_a_plan_with_a_parameter_server_and_a_ring_pays_the_longer_exchange():
     spec = _spec_from([(A, (), (0,)), (B, (), (0,))])
     w, v = _var("W", [10]), _var("V", [10])
     entries = [variable_entry(w.name, "W", [PSEntry(B + ":CPU:0", sync=True)]),
                variable_entry(v.name, "V", [AllReduceEntry(group=0)])]
     replicas = [A + ":CPU:0", B + ":CPU:0"]
-    both = step_traffic(_strategy(entries, replicas), [w, v])
+    both = step_traffic(_strategy(entries, replicas), [w, v], relay=False)   # the search's view: V rung
     assert both.exchanges() == (RPC, COLLECTIVE)
     assert fixed_step_s(both, _calibration()) == pytest.approx(0.5 + 0.3)                   # ps_step_s 0.3
     assert fixed_step_s(both, _calibration(round_trip_s=0.4)) == pytest.approx(0.5 + 0.4)   # the ring's, longer

@@ -104,9 +104,10 @@ def exposed_comm_s(comm_s, compute_s, overlap):
     return comm_s - min(comm_s, overlap * BACKWARD_SHARE * compute_s)
 
 
-def predict(strategy, variables, compute, calibration):
-    """The :class:`Prediction` of ``strategy`` for its planned ``variables`` (``BuilderVariable``)."""
-    traffic = step_traffic(strategy, variables, compute.sparse_rows)
+def predict(strategy, variables, compute, calibration, chief=None):
+    """The :class:`Prediction` of ``strategy`` for its planned ``variables`` (``BuilderVariable``);
+    ``chief``: the spec's chief, where a mixed plan relays its all-reduced gradients (``step_traffic``)."""
+    traffic = step_traffic(strategy, variables, compute.sparse_rows, chief=chief)
     per_node = {node: node_comm_s(traffic, node, calibration) for node in traffic.nodes()}
     bottleneck = max(sorted(per_node), key=per_node.get, default="")
     comm = per_node.get(bottleneck, 0.0)

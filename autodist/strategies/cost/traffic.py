@@ -27,6 +27,15 @@ replicas (the replicas in the plan's order, node-major)::
     small group ((N-1) G <= 64 KiB, CPU replicas)
                                 all-gathered instead (``contract.gathers``): each hop
                                 carries (N - 1) * G bytes in N - 1 messages
+    relayed all-reduce          on several nodes, a plan with parameter servers and all-reduce
+                                relays every all-reduced gradient through the chief
+                                (``kernel/synchronization/relay.py``: TensorFlow cannot run
+                                collectives in steps that use servers across nodes): a node
+                                sums its c replicas' gradients ((c - 1) M copied), pushes
+                                M to the chief (the chief aggregates M per node) and gets
+                                the mean back, one message each way per fused group; a
+                                sparse one pushes its replicas' rows and gets every
+                                replica's rows back, and applies the others' rows
     sparse all-reduce           ring all-gathers: each hop carries (N - 1) * R bytes in
                                 3 (N - 1) messages, R the rows one replica touches padded to a
                                 power of two (the kernel's all-gathers of the row counts,
@@ -51,7 +60,7 @@ from autodist.kernel.contract import Compressor, gathers, read_entries
 from autodist.strategies.inputs import is_cpu, keeps_proxy, node_of
 from autodist.strategies.report import pieces
 
-__all__ = ["RPC", "COLLECTIVE", "SPARSE_GATHER_MESSAGES", "Link", "StepTraffic", "step_traffic",
+__all__ = ["RPC", "COLLECTIVE", "SPARSE_GATHER_MESSAGES", "Link", "StepTraffic", "step_traffic", "relayed",
            "node_of", "wire_bytes", "add_entry", "group_messages", "group_overhead", "ring"]
 
 RPC = "rpc"
@@ -211,11 +220,36 @@ def _next_power_of_two(rows):
     return 1 << max(0, math.ceil(math.log2(max(rows, 1)) - 1e-9))
 
 
-def add_entry(traffic, entry, var, replicas, rows=None, scale=1, group_bytes=None):
+def relayed(entries, replicas):
+    """Whether the kernel relays the all-reduced gradients of ``entries`` through the chief: replicas
+    on several nodes, and both parameter-server and all-reduced pieces (``relay.needs_relay``)."""
+    kinds = {part.synchronizer.kind for entry in entries for part in (entry.parts or (entry,))}
+    return len(_replica_nodes(tuple(replicas))) > 1 and {"ps", "ar"} <= kinds
+
+
+def _relay(traffic, replicas, hub, message, scale, sparse):
+    """One all-reduced piece relayed through the chief's node ``hub`` (messages: ``group_messages``)."""
+    n = len(replicas)
+    for node, count in _replica_nodes(tuple(replicas)):
+        if count > 1 and not sparse:   # the node's replicas' gradients summed before the push
+            traffic.add(RPC, node, node, scale * (count - 1) * message, 0)
+        if node != hub:
+            traffic.add(RPC, node, hub, scale * count * message if sparse else scale * message, 0)
+            traffic.add(RPC, hub, node, scale * n * message if sparse else scale * message, 0)
+        if sparse:   # every replica applies the others' rows
+            traffic.sparse_apply_bytes[node] = traffic.sparse_apply_bytes.get(node, 0.0) + scale * count * (
+                n - 1) * message
+    if not sparse:
+        work = traffic.server_bytes
+        work[hub] = work.get(hub, 0.0) + scale * len(_replica_nodes(tuple(replicas))) * message
+
+
+def add_entry(traffic, entry, var, replicas, rows=None, scale=1, group_bytes=None, hub=None):
     """Add (``scale=-1``: take back) one variable entry's traffic; returns ``{group: rings}`` of its
     dense all-reduced pieces, whose bytes are added here and whose messages count once per group
     (``group_messages``). ``group_bytes``, when given, sums each group's uncompressed bytes (a
-    compressed piece makes its group's infinite: the kernel gathers only uncompressed buckets)."""
+    compressed piece makes its group's infinite: the kernel gathers only uncompressed buckets).
+    ``hub``: the chief's node when the plan's all-reduce is relayed (``relayed``), else None."""
     n = len(replicas)
     groups = {}
     synced = pieces(entry, var)
@@ -227,6 +261,11 @@ def add_entry(traffic, entry, var, replicas, rows=None, scale=1, group_bytes=Non
         message = wire_bytes(sync, var, nbytes, rows)
         if sync.kind == "ps":
             _ps(traffic, replicas, sync, message, scale, var is not None and var.is_sparse, float(nbytes), whole)
+        elif hub is not None:
+            sparse = var is not None and var.is_sparse
+            _relay(traffic, replicas, hub, message, scale, sparse)
+            group = ("sparse", var.name) if sparse else sync.group   # a sparse variable is relayed alone
+            groups[group] = 1
         elif var is not None and var.is_sparse:
             padded = wire_bytes(sync, var, nbytes, _next_power_of_two(rows)) if rows else message
             ring(traffic, replicas, scale * (n - 1) * padded, scale * SPARSE_GATHER_MESSAGES * max(n - 1, 0))
@@ -243,9 +282,16 @@ def add_entry(traffic, entry, var, replicas, rows=None, scale=1, group_bytes=Non
     return groups
 
 
-def group_messages(traffic, replicas, groups, group_bytes=None):
-    """Add the messages of the fused all-reduce groups ``{group: rings}`` (``group_overhead``)."""
-    for group in sorted(groups):
+def group_messages(traffic, replicas, groups, group_bytes=None, hub=None):
+    """Add the messages of the fused all-reduce groups ``{group: rings}`` (``group_overhead``), or of
+    their relays through ``hub``: a push and a forward per other node and group."""
+    for group in sorted(groups, key=str):
+        if hub is not None:
+            for node, _ in _replica_nodes(tuple(replicas)):
+                if node != hub:
+                    traffic.add(RPC, node, hub, 0.0, 1)
+                    traffic.add(RPC, hub, node, 0.0, 1)
+            continue
         group_overhead(traffic, replicas, groups[group], (group_bytes or {}).get(group))
 
 
@@ -260,19 +306,24 @@ def group_overhead(traffic, replicas, rings, nbytes, scale=1):
         ring(traffic, replicas, 0.0, scale * 2 * (n - 1) * rings)
 
 
-def step_traffic(strategy, variables, sparse_rows=None):
+def step_traffic(strategy, variables, sparse_rows=None, chief=None, relay=None):
     """The :class:`StepTraffic` of ``strategy`` (a Strategy) for its planned ``variables``.
 
-    ``sparse_rows``: ``{variable name: rows one replica touches per step}``.
+    ``sparse_rows``: ``{variable name: rows one replica touches per step}``. ``chief``: the
+    spec's chief (its address), where relayed gradients go (default: the first replica's node).
+    ``relay``: None prices all-reduce as the kernel runs it (``relayed``); False as collectives
+    whatever the plan mixes (the search's view, ``strategies.auto``).
     """
     entries = read_entries(strategy)
     by_name = {v.name: v for v in variables}
     rows = sparse_rows or {}
     traffic = StepTraffic()
     groups, group_bytes = {}, {}
+    relay = relayed(entries.variables.values(), entries.replicas) if relay is None else relay
+    hub = (chief or node_of(entries.replicas[0])) if relay and entries.replicas else None
     for entry in entries.variables.values():
         for group, rings in add_entry(traffic, entry, by_name.get(entry.var_name), entries.replicas,
-                                      rows.get(entry.var_name), group_bytes=group_bytes).items():
+                                      rows.get(entry.var_name), group_bytes=group_bytes, hub=hub).items():
             groups[group] = max(groups.get(group, 0), rings)
-    group_messages(traffic, entries.replicas, groups, group_bytes)
+    group_messages(traffic, entries.replicas, groups, group_bytes, hub)
     return traffic
