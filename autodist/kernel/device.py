@@ -71,6 +71,8 @@ def ps_apply_devices(assignment):
     all-reduced one (a global-norm clip, Keras' IdentityN over every
     gradient) stays on the replica, as does an op without a kernel there.
     """
+    if not assignment.ps_vars:
+        return {}
     analysis = assignment.analysis
     users = resource_users(analysis.graph, analysis.apply_ops)
     owners = {}
