@@ -23,14 +23,14 @@ from autodist.errors import RemoteWorkerError
 from autodist.runner.frames import FrameSplitter
 
 __all__ = ["Runner", "ProcessHandle", "EventProcessHandle", "OutputPump", "run_for_output", "wait_until", "run_bounded",
-           "write_line", "DISCARD", "CONNECTION_LOST", "MAX_TAIL_LINES"]
+           "write_line", "WholeLines", "DISCARD", "CONNECTION_LOST", "MAX_TAIL_LINES"]
 
 CONNECTION_LOST = 255
 MAX_TAIL_LINES = 1000
 
 # One lock for every sink write, so lines of different nodes never interleave
-# within a line.
-_SINK_LOCK = threading.Lock()
+# within a line (re-entrant: a sink may be a ``WholeLines``, which takes it too).
+_SINK_LOCK = threading.RLock()
 
 
 class _Discard:
@@ -52,6 +52,64 @@ def write_line(name, sink, line):
     with _SINK_LOCK:
         sink.write("[{}] {}\n".format(name, line))
         sink.flush()
+
+
+class WholeLines:
+    """A text stream that passes each thread's lines on whole, under the lock ``write_line`` holds.
+
+    ``print`` writes its text and its newline in two calls; when another
+    thread (the chief's relay of the other nodes' lines) writes in between,
+    the two lines run together (``loss=0.31[127.0.0.2] loss=0.29``). While
+    the chief relays, its ``sys.stdout`` is one of these (``install``): a
+    thread's unfinished line waits until its newline, or until that thread
+    flushes. Everything else (``fileno``, ``isatty``, ``encoding`` ...) is the
+    wrapped stream's.
+    """
+
+    def __init__(self, stream):
+        self.stream = stream
+        self._partial = {}   # thread ident -> its unfinished line
+
+    @classmethod
+    def install(cls):
+        """Make ``sys.stdout`` one, unless it is already; returns the one installed, or None."""
+        if isinstance(sys.stdout, cls) or sys.stdout is None:
+            return None
+        sys.stdout = cls(sys.stdout)
+        return sys.stdout
+
+    def uninstall(self):
+        """Write what is left of every thread's line and give ``sys.stdout`` back (if it is still this)."""
+        with _SINK_LOCK:
+            if sys.stdout is self:
+                sys.stdout = self.stream
+            rest, self._partial = "".join(self._partial.values()), {}
+            try:
+                if rest:
+                    self.stream.write(rest)
+                self.stream.flush()
+            except (OSError, ValueError):   # the stream was closed under us: nothing can be shown anyway
+                pass
+
+    def write(self, text):
+        key = threading.get_ident()
+        with _SINK_LOCK:
+            done, newline, rest = (self._partial.pop(key, "") + text).rpartition("\n")
+            if rest:
+                self._partial[key] = rest
+            if newline:
+                self.stream.write(done + newline)
+        return len(text)
+
+    def flush(self):
+        with _SINK_LOCK:
+            partial = self._partial.pop(threading.get_ident(), "")
+            if partial:
+                self.stream.write(partial)
+            self.stream.flush()
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
 
 
 class OutputPump:

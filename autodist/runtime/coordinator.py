@@ -57,7 +57,7 @@ from autodist.runtime.job_logs import LOG_BASE, JobLogs
 from autodist.runner.console import NodeConsole
 from autodist.runtime.notices import ANNOUNCE
 from autodist.runtime.stall import job_stall
-from autodist.runner.base import write_line
+from autodist.runner.base import WholeLines, write_line
 from autodist.runtime.node_launch import (STRATEGY_FILE, await_ready, default_runner, describe_exit, host_port,
                                           python_for, runner_factory, server_argv, stage_job_dir)
 from autodist.runtime.server import READY, start_in_process
@@ -80,6 +80,8 @@ class Coordinator:
         self.job_id = job_id
         self._runner_factory = runner_factory
         self._sink = sink if sink is not None else NodeConsole(verbose=verbose, hidden=(READY,))
+        self._relays_to_stdout = sink is None   # the chief's own lines and the nodes' share sys.stdout
+        self._whole_lines = None                # the WholeLines this job installed as sys.stdout
         self.logs = JobLogs(job_id, log_base)
         self._poll = poll_interval
         self._ready_timeout = ready_timeout
@@ -150,6 +152,8 @@ class Coordinator:
         self._signals.hold()   # Ctrl-C / SIGTERM now: acted on at the next step, when all started is known
         try:
             self._runners = {n.address: self._runner_factory(n, self.spec, self._sink) for n in self.spec.node_specs}
+            if self._relays_to_stdout:
+                self._whole_lines = WholeLines.install()
             self._signals.check()
             self._preflight()
             self._signals.check()
@@ -389,4 +393,7 @@ class Coordinator:
         finally:
             self._cleanup = "done"
             self._signals.restore()
+            if self._whole_lines is not None:
+                self._whole_lines.uninstall()
+                self._whole_lines = None
 

@@ -100,3 +100,35 @@ def test_quiet_tensorflow_start_leaves_stderr_clean():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0 and done.stdout == "ok\n", done.stderr
     assert done.stderr == ""
+
+
+def test_a_relayed_line_never_lands_inside_a_line_the_chief_is_printing(monkeypatch):
+    """print() writes its text and its newline in two calls; the relay's line comes after the whole line."""
+    import threading
+    from autodist.runner.base import WholeLines
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", out)
+    installed = WholeLines.install()
+    assert sys.stdout is installed and WholeLines.install() is None   # installed once
+    pump = OutputPump("127.0.0.2", NodeConsole())
+    sys.stdout.write("loss=0.31")                                     # print's first write ...
+    relay = threading.Thread(target=pump.feed, args=(b"loss=0.29\n",))
+    relay.start()
+    relay.join(5)
+    assert out.getvalue() == "[127.0.0.2] loss=0.29\n"
+    sys.stdout.write("\n")                                            # ... and its second
+    sys.stdout.write("step 2")
+    installed.uninstall()                                             # what is left is written, stdout is back
+    assert out.getvalue() == "[127.0.0.2] loss=0.29\nloss=0.31\nstep 2" and sys.stdout is out
+
+
+def test_a_flushed_partial_line_is_shown_at_once(monkeypatch):
+    from autodist.runner.base import WholeLines
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", out)
+    installed = WholeLines.install()
+    try:
+        print("epoch 1 ...", end="", flush=True)
+        assert out.getvalue() == "epoch 1 ..." and sys.stdout.getvalue() == "epoch 1 ..."   # the stream's own API
+    finally:
+        installed.uninstall()
