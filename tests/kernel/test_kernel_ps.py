@@ -136,7 +136,15 @@ def test_sync_across_two_nodes_with_a_proxy_where_the_variable_is_remote(cluster
     assert other_nodes["AutoDist-PS/waited"].op == "NoOp" and "AutoDist-PS/release" in chief_nodes
     # the other node reads its copy; the chief holds w and reads it directly (a copy would spare nothing)
     assert other_nodes["AutoDist-Proxy/w/proxy"].device == T1C0
-    assert not any(name.startswith("AutoDist-Proxy/") for name in chief_nodes)
+    # the chief writes the other node's copy after its update and before the release; that node refreshes
+    # nothing itself (its reads of the server would wait for the server node's next compute)
+    proxies = {n.name: n for n in chief_nodes.values() if n.name.startswith("AutoDist-Proxy/")}
+    assert sorted(proxies) == ["AutoDist-Proxy/w/proxy_of_task_1", "AutoDist-Proxy/w/refresh_read",
+                               "AutoDist-Proxy/w/refresh_task_1"]
+    assert proxies["AutoDist-Proxy/w/proxy_of_task_1"].attr["shared_name"].s == b"AutoDist-Proxy/w/proxy"
+    assert proxies["AutoDist-Proxy/w/refresh_task_1"].device == T1C0
+    assert "AutoDist-Proxy/w/refresh_task_1" in _ancestors(chief_nodes, "AutoDist-PS/release_1")
+    assert not any(n.startswith("AutoDist-Proxy/w/refresh") for n in other_nodes)
     chief_read = chief_nodes[chief_nodes["AutoDist-Replica-1/MatMul"].input[1].split(":")[0]]
     assert list(chief_read.input) == ["w"]
     other_read = other_nodes[other_nodes["AutoDist-Replica-0/MatMul"].input[1].split(":")[0]]

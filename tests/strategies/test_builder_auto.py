@@ -265,8 +265,8 @@ def test_gpu_replicas_never_wait_so_the_search_offers_no_proxies(monkeypatch):
                    if option.synchronizer is not None and option.synchronizer.kind == "ps")
 
 
-def test_a_variable_split_over_one_nodes_servers_still_waits():
-    # a node that holds every piece serves them from its one busy thread, as it would the whole variable
+def test_a_split_variable_waits_for_every_node_that_holds_a_piece_of_it():
+    # a node that holds pieces serves them from its one busy thread, as it would the whole variable
     from autodist.kernel.contract import Partition, PSEntry, variable_entry, write_entry
     from autodist.proto import strategy_pb2
     from autodist.strategies.base import Strategy
@@ -281,7 +281,8 @@ def test_a_variable_split_over_one_nodes_servers_still_waits():
         return step_traffic(Strategy.with_content_id(proto), [w]).waits
 
     assert waits(["10.0.0.2:CPU:0", "10.0.0.2:CPU:1"]) == {("10.0.0.1", "10.0.0.2"): 2}   # both shards on one node
-    assert waits(["10.0.0.1:CPU:0", "10.0.0.2:CPU:0"]) == {}                              # split over the nodes
+    assert waits(["10.0.0.1:CPU:0", "10.0.0.2:CPU:0"]) == {("10.0.0.2", "10.0.0.1"): 1,   # split over the nodes
+                                                           ("10.0.0.1", "10.0.0.2"): 1}
 
 
 def test_the_search_prices_a_member_of_unknown_shape_as_its_written_strategy():

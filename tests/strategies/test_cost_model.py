@@ -151,7 +151,7 @@ def test_prediction_of_a_ps_plan_by_hand():
     assert longer.wait_s == 9.0 and longer.step_s == pytest.approx(9 + 0.8 + 9.0)
 
 
-def test_reads_of_a_computing_cpu_node_wait_unless_proxied_partitioned_async_or_on_gpus():
+def test_reads_of_a_computing_cpu_node_wait_unless_proxied_async_or_on_gpus():
     w = _var("W", [1000])   # 4000 bytes
 
     def waits(sync, replicas, partition=None):
@@ -163,7 +163,8 @@ def test_reads_of_a_computing_cpu_node_wait_unless_proxied_partitioned_async_or_
     assert waits(PSEntry(A + ":CPU:0", sync=True), cpus) == {(B, A): 1}
     assert waits(PSEntry(A + ":CPU:0", sync=True, proxy=True), cpus) == {}
     assert waits(PSEntry(A + ":CPU:0", sync=False), cpus) == {}
-    assert waits(PSEntry(A + ":CPU:0", sync=True), cpus, Partition.of("W", 1, 0, 2)) == {}
+    # split over both nodes: each reads the other's piece, which waits for the other's compute
+    assert waits(PSEntry(A + ":CPU:0", sync=True), cpus, Partition.of("W", 1, 0, 2)) == {(B, A): 1, (A, B): 1}
     assert waits(PSEntry(A + ":CPU:0", sync=True), [A + ":GPU:0", B + ":GPU:0"]) == {}
     assert waits(PSEntry(A + ":CPU:0", sync=True), [B + ":CPU:0"]) == {}   # A computes nothing
 

@@ -2,10 +2,21 @@
 
 The node keeps its own copy of the variable on its first replica device; the
 replicas' forward reads go to the copy instead of across the network, and the
-copy is refreshed from the server once the step's update is visible here:
+copy is refreshed from the server once the step's update is visible:
 
     W (server) --read--> AutoDist-Proxy/W/proxy  <--reads-- replicas' forward pass
                  ^ refreshed after the update (and filled at initialization)
+
+Who refreshes it: for a synchronous variable of a job of several nodes, the
+chief, in its own step, after it applied the update and before it releases
+the other nodes (``refresh_everywhere``, called by ``ps.py``): it writes every
+node's copy, while those nodes wait for their token and their executors are
+idle. A node that refreshed its own copy after its token would read the
+server while the server's node already computes its next step, and on CPU
+replicas that node's one executor thread serves the read only after its
+forward and backward pass (cnn, plans with proxies: a median near one compute,
+a p90 near two). Asynchronous and bounded-staleness variables, and a job of
+one node, refresh their own copies after their own update.
 
 Updates still go to the server variable. A node whose replicas are CPU devices
 reads a ``W`` it holds itself directly: a copy in the same memory would cost a
@@ -18,9 +29,9 @@ from tensorflow.core.framework import attr_value_pb2
 from tensorflow.python.ops import gen_resource_variable_ops
 
 from autodist.kernel.device import is_cpu_device
-from autodist.kernel.names import PROXY_HANDLE, proxy_scope, task_of
+from autodist.kernel.names import PROXY_HANDLE, proxy_name, proxy_scope, task_of
 
-__all__ = ["add_proxies"]
+__all__ = ["add_proxies", "refreshed_by_chief", "refresh_everywhere"]
 
 
 def _forward_reads(assignment, var_op):
@@ -36,8 +47,51 @@ def _forward_reads(assignment, var_op):
     return reads
 
 
+def _keepers(assignment, var):
+    """``{task: its first replica's device}`` of the nodes that keep a proxy of ``var``: every node
+    but one of CPU replicas that holds it."""
+    first = {}
+    for replica in assignment.replicas:
+        first.setdefault(task_of(replica.device), replica.device)
+    server = task_of(var.synchronizer.destination)
+    return {task: device for task, device in sorted(first.items())
+            if not (task == server and is_cpu_device(device))}
+
+
+def refreshed_by_chief(var, assignment):
+    """Whether the chief refreshes every node's proxy of ``var`` before it releases them (a
+    synchronous variable of a job of several nodes)."""
+    sync = var.synchronizer
+    return sync.proxy and sync.sync and sync.staleness == 0 and assignment.node.num_tasks > 1
+
+
+def refresh_everywhere(scratch, assignment, var_ops, after):
+    """On the chief: write the updated value of each of ``var_ops`` into every node's proxy, after the
+    ops ``after`` (the update); returns the writes, which the release waits for."""
+    writes = []
+    for var in assignment.ps_vars:
+        if var.op_name not in var_ops or not refreshed_by_chief(var, assignment):
+            continue
+        facts = assignment.analysis.variables[var.op_name]
+        source = scratch.tensor(facts.name, dtype=tf.resource, shape=[])
+        with tf.name_scope(proxy_scope(var.op_name)):
+            with tf.device(var.synchronizer.destination), tf.control_dependencies(after):
+                fresh = gen_resource_variable_ops.read_variable_op(source, facts.dtype, name="refresh_read")
+            for task, device in _keepers(assignment, var).items():
+                with tf.device(device):   # the node's own proxy: its handle's shared name
+                    handle = gen_resource_variable_ops.var_handle_op(
+                        dtype=facts.dtype, shape=facts.shape, shared_name=proxy_name(var.op_name),
+                        name="{}_of_task_{}".format(PROXY_HANDLE, task))
+                    writes.append(gen_resource_variable_ops.assign_variable_op(
+                        handle, fresh, name="refresh_task_{}".format(task)))
+    return writes
+
+
 def add_proxies(editor, assignment, visible):
-    """Add proxies for the variables that ask for one; returns (step ops, [(handle op, initializer op)])."""
+    """Add proxies for the variables that ask for one; returns (step ops, [(handle op, initializer op)]).
+
+    ``visible``: the op after which this node sees the step's update (it refreshes the proxies the
+    chief does not, ``refreshed_by_chief``)."""
     device = assignment.local[0].device
     here = assignment.node.task_index if is_cpu_device(device) else None
     proxied = [v for v in assignment.ps_vars
@@ -54,23 +108,25 @@ def add_proxies(editor, assignment, visible):
                 with tf.device(device):
                     handle = gen_resource_variable_ops.var_handle_op(
                         dtype=facts.dtype, shape=facts.shape, shared_name="", name=PROXY_HANDLE)
-                    handle.op._set_attr("shared_name", attr_value_pb2.AttrValue(s=handle.op.name.encode()))
+                    # the chief's refresh (``refresh_everywhere``) names the same resource
+                    handle.op._set_attr("shared_name", attr_value_pb2.AttrValue(s=proxy_name(var.op_name).encode()))
                 source = scratch.tensor(facts.name, dtype=tf.resource, shape=[])
                 with tf.device(server):
                     value = gen_resource_variable_ops.read_variable_op(source, facts.dtype, name="fill_read")
                 with tf.device(device):
                     init = gen_resource_variable_ops.assign_variable_op(handle, value, name="fill")
-                with tf.device(server), tf.control_dependencies([scratch.control(visible)]):
-                    fresh = gen_resource_variable_ops.read_variable_op(source, facts.dtype, name="refresh_read")
-                with tf.device(device):
-                    refreshes.append(gen_resource_variable_ops.assign_variable_op(handle, fresh, name="refresh"))
+                if not refreshed_by_chief(var, assignment):
+                    with tf.device(server), tf.control_dependencies([scratch.control(visible)]):
+                        fresh = gen_resource_variable_ops.read_variable_op(source, facts.dtype, name="refresh_read")
+                    with tf.device(device):
+                        refreshes.append(gen_resource_variable_ops.assign_variable_op(handle, fresh, name="refresh"))
                 handles[var.op_name] = handle.name
                 new_vars.append((handle.op.name, init.name))
-        step = tf.group(*refreshes, name="AutoDist-Proxy/refreshed").name
+        step = tf.group(*refreshes, name="AutoDist-Proxy/refreshed").name if refreshes else None
     scratch.commit()
     for var in proxied:
         for consumer, index in _forward_reads(assignment, var.op_name):
             for replica in assignment.local:
                 editor.set_input(replica.prefix + consumer, index, handles[var.op_name])
                 editor.node(replica.prefix + consumer).device = device
-    return [step], new_vars
+    return [step] if step else [], new_vars

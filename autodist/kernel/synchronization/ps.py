@@ -12,8 +12,10 @@ Between graphs (``synchronize_ps``), per variable:
                   queue there, ``slices.py``: the chief concatenates them, never
                   merging an index's entries, as one device has them); the chief
                   takes all of them, divides by the number of replicas and
-                  applies; then it releases one token to each other node, which
-                  waits for it before its step ends:
+                  applies, writes the update into every node's local proxy of
+                  the variable (if it has one, ``proxy.py``), then releases one
+                  token to each other node, which waits for it before its step
+                  ends:
 
                   node k:  local ---push---> [accumulator on PS] <---push--- chief: local
                            wait(token_k) <------ release <-- apply <-- take(W) / R
@@ -34,7 +36,7 @@ slots and the optimizer's step counters advance once per step.
 import tensorflow as tf
 
 from autodist.kernel.names import host_cpu
-from autodist.kernel.synchronization import slices, staleness, wiring
+from autodist.kernel.synchronization import proxy, slices, staleness, wiring
 
 __all__ = ["reduce_locally", "synchronize_ps", "local_names"]
 
@@ -211,6 +213,7 @@ def _step_op(scratch, assignment, pushes, global_sync):
     with tf.name_scope("AutoDist-PS/"):
         if global_sync and assignment.node.is_chief:
             after += [scratch.control(op) for op in _applier_writes(assignment, global_sync)]
+            after += proxy.refresh_everywhere(scratch, assignment, global_sync, after)
             with tf.control_dependencies(after):
                 enqueues = [_token_queue(assignment, task).enqueue(0, name="release_{}".format(task))
                             for task in range(assignment.node.num_tasks) if task != assignment.node.task_index]

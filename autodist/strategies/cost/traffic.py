@@ -14,14 +14,14 @@ replicas (the replicas in the plan's order, node-major)::
                                 but a CPU node holding the piece) pulls the whole piece once
                                 (P bytes, 1 message; a sparse piece too) and copies it into
                                 the proxy (P copied in R); its replicas read the proxy
-    ... waiting for S           a node R whose replicas read a whole synchronous variable on
-                                another node S of CPU replicas, without a proxy, waits for
+    ... waiting for S           a node R whose replicas read a piece of a synchronous variable
+                                on another node S of CPU replicas, without a proxy, waits for
                                 S's compute: S's one executor thread runs its own forward and
                                 backward pass as one chain before it serves R's reads
-                                (``waits``; a variable split over several nodes does not
-                                count: a node that must fetch remote pieces first leaves its
-                                thread free while it waits for them; measured,
-                                ``docs/performance.md``)
+                                (``waits``, ``docs/performance.md``); a variable split over
+                                both nodes too (cnn: its dense kernel is read after the
+                                convolutions have started; a plan that split it and proxied
+                                the rest measured 21.3 ms, two computes)
     ring all-reduce of group G  hop i -> i+1 (mod N) carries 2 (N - 1) / N * G bytes in
                                 2 (N - 1) messages; G is the group's fused bytes
     small group ((N-1) G <= 64 KiB, CPU replicas)
@@ -91,7 +91,7 @@ class StepTraffic:
         self.server_bytes: Dict[str, float] = {}     # node -> dense bytes its servers aggregate
         self.sparse_server_bytes: Dict[str, float] = {}   # node -> sparse rows' bytes its servers merge
         self.sparse_apply_bytes: Dict[str, float] = {}    # node -> other replicas' rows its replicas apply
-        self.waits: Dict[Tuple[str, str], int] = {}   # (reader, server node) -> whole variables R waits on S for
+        self.waits: Dict[Tuple[str, str], int] = {}   # (reader, server node) -> pieces R waits on S for
         self._sent, self._received, self._local = {}, {}, {}
 
     def add(self, transport, src, dst, nbytes, messages=1):
@@ -186,7 +186,7 @@ def _cpu_nodes(replicas):
     return frozenset(node for node, replica in _first_replicas(replicas).items() if is_cpu(replica))
 
 
-def _ps(traffic, replicas, sync, message, scale, sparse, piece_bytes, whole):
+def _ps(traffic, replicas, sync, message, scale, sparse, piece_bytes):
     server = node_of(sync.destination)
     replicas = tuple(replicas)
     nodes = _replica_nodes(replicas)
@@ -200,7 +200,7 @@ def _ps(traffic, replicas, sync, message, scale, sparse, piece_bytes, whole):
             traffic.add(RPC, node, node, scale * piece_bytes, scale)
             continue
         traffic.add(RPC, server, node, scale * count * message, scale * count)
-        if sync.sync and whole and node != server and server in cpu:
+        if sync.sync and node != server and server in cpu:
             key = (node, server)
             traffic.waits[key] = traffic.waits.get(key, 0) + scale
     work = traffic.sparse_server_bytes if sparse else traffic.server_bytes
@@ -252,15 +252,12 @@ def add_entry(traffic, entry, var, replicas, rows=None, scale=1, group_bytes=Non
     ``hub``: the chief's node when the plan's all-reduce is relayed (``relayed``), else None."""
     n = len(replicas)
     groups = {}
-    synced = pieces(entry, var)
-    # a variable whose server pieces all sit on one node is read from that node alone: "whole"
-    whole = len({node_of(sync.destination) for _, sync, _ in synced if sync is not None and sync.kind == "ps"}) <= 1
-    for _, sync, nbytes in synced:
+    for _, sync, nbytes in pieces(entry, var):
         if sync is None:
             continue
         message = wire_bytes(sync, var, nbytes, rows)
         if sync.kind == "ps":
-            _ps(traffic, replicas, sync, message, scale, var is not None and var.is_sparse, float(nbytes), whole)
+            _ps(traffic, replicas, sync, message, scale, var is not None and var.is_sparse, float(nbytes))
         elif hub is not None:
             sparse = var is not None and var.is_sparse
             _relay(traffic, replicas, hub, message, scale, sparse)
