@@ -15,7 +15,7 @@ or even shards on the ``k`` least loaded servers (``k`` = 2, 4, 8 ... and
 every server), the others held fixed; two passes. The search runs from three
 starts (PSLoadBalancing's placement, the same with proxies, everything
 all-reduced; GPU replicas skip the second) and keeps the cheapest end: a node
-that reads a whole variable from a computing CPU node waits for that node's
+that reads a variable (or a piece of one) from a computing CPU node waits for that node's
 compute (``cost.traffic``), which one variable's move cannot undo while
 others still cause it, so the search also starts where no node waits. It
 prices a move by adding and taking back the variable's traffic
@@ -34,8 +34,10 @@ within the model's error is not worth leaving a preset for.
 
 What the choice depends on, so that every node that builds gets the same plan:
 the variables, the spec, and the calibration rounded to two significant digits
-(:meth:`Calibration.rounded`): by default the probe's cache for the spec, else
-the spec's prior. A job plans with its chief's: the chief ships it with the
+(:meth:`Calibration.rounded`): by default the probe's cache for the spec; a
+cluster without one is probed when it is first planned for
+(``cost.first_probe``: ``autodist calibrate`` in a child process, 15-30 s,
+cached), or with ``probe=False`` planned with the spec's prior. A job plans with its chief's: the chief ships it with the
 strategy (``calibration.json`` in the job directory) and every node that
 builds again (a session reopened by ``ad.function``) uses it
 (:meth:`with_calibration`), whatever its own cache holds. The compute
@@ -51,7 +53,9 @@ from autodist.kernel.contract import AllReduceEntry, Partition, PSEntry, read_en
 from autodist.proto import strategy_pb2
 from autodist.strategies.all_reduce import AllReduce
 from autodist.strategies.base import Strategy, StrategyBuilder
-from autodist.strategies.cost import Compute, cluster_calibration, predict
+from autodist.strategies.cost import Compute, predict
+from autodist.strategies.cost.calibration import spec_key
+from autodist.strategies.cost.first_probe import calibration_for_planning
 from autodist.strategies.cost.model import beyond_compute_s, exposed_comm_s, fixed_step_s, node_comm_s, wait_s
 from autodist.strategies.cost.traffic import StepTraffic, add_entry, group_overhead
 from autodist.strategies.inputs import all_cpu_servers, builder_variables, is_cpu, replica_devices
@@ -100,15 +104,18 @@ class AutoStrategy(StrategyBuilder):
     least ``SEARCH_MARGIN`` cheaper still (see the module docstring).
 
     ``calibration``: a :class:`~autodist.strategies.cost.Calibration` (default:
-    the cached probe of the spec, else its prior). ``compute``: a
+    the cached probe of the spec; without one, a probe now, or the spec's prior
+    with ``probe=False``). ``compute``: a
     :class:`~autodist.strategies.cost.Compute` of one replica's step (default:
     estimated from the graph's float operations at ``batch`` examples).
     """
 
-    def __init__(self, calibration=None, compute=None, batch=32):
+    def __init__(self, calibration=None, compute=None, batch=32, probe=True):
         self._calibration = calibration
         self._compute = compute
         self._batch = batch
+        self._probe = probe
+        self._planned = {}   # spec key -> the calibration planning found for it
 
     def build(self, graph_item, resource_spec):
         return self.search(graph_item, resource_spec).strategy
@@ -131,12 +138,18 @@ class AutoStrategy(StrategyBuilder):
         return self.job_calibration(resource_spec).rounded()
 
     def job_calibration(self, resource_spec):
-        """The calibration given, else the probe's cache for ``resource_spec``, else its prior."""
-        return self._calibration or cluster_calibration(resource_spec)
+        """The calibration given, else the probe's cache for ``resource_spec``, else a probe now (cached;
+        ``probe=False``: the spec's prior)."""
+        if self._calibration is not None:
+            return self._calibration
+        key = spec_key(resource_spec)
+        if key not in self._planned:   # kept per cluster: a failed probe is not tried again at every build
+            self._planned[key] = calibration_for_planning(resource_spec, probe=self._probe)
+        return self._planned[key]
 
     def with_calibration(self, calibration):
         """The same search with ``calibration`` (a job ships the chief's to every node)."""
-        return AutoStrategy(calibration=calibration, compute=self._compute, batch=self._batch)
+        return AutoStrategy(calibration=calibration, compute=self._compute, batch=self._batch, probe=self._probe)
 
     def search_variables(self, variables, resource_spec, compute=None, calibration=None):
         """The :class:`AutoResult` for a ``BuilderVariable`` list (no graph needed)."""
@@ -158,7 +171,7 @@ class AutoStrategy(StrategyBuilder):
         return AutoResult(priced[best][0], priced[best][1], tuple((name, p) for name, _, p in priced))
 
     def __repr__(self):
-        return "AutoStrategy(batch={!r})".format(self._batch)
+        return "AutoStrategy(batch={!r}{})".format(self._batch, "" if self._probe else ", probe=False")
 
 
 def _shard_counts(limit):

@@ -50,7 +50,8 @@ class PS(VariableStrategyBuilder):
     """Every variable on one parameter server: the first node's ``CPU:0``.
 
     ``local_proxy_variable`` keeps a node-local copy of each variable that is
-    refreshed after every update (on every node but a CPU node that holds the
+    refreshed after every update (synchronous ones by the chief, before it
+    releases the nodes; on every node but a CPU node that holds the
     variable, which reads it directly); ``sync=False`` makes updates asynchronous;
     ``staleness=s`` (with ``sync=True``) lets a worker run ``s`` steps ahead
     of the slowest.

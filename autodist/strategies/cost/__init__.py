@@ -9,7 +9,9 @@
 Modules: ``traffic`` (bytes and messages per link, read from the plan through
 ``autodist.kernel.contract``), ``model`` (step time from traffic, compute and
 calibration), ``calibration`` (the constants, their cache and the spec's
-prior), ``probe`` (measures them over TensorFlow's transport), ``protocol``
+prior), ``probe`` (measures them over TensorFlow's transport), ``first_probe``
+(AutoStrategy's probe of a cluster it plans for the first time, in a child
+process), ``protocol``
 (the probe's synchronous-PS and collective steps, every node running its own
 client), ``compute`` (the single-device step, measured or estimated). See
 ``docs/cost_model.md``. TensorFlow is imported only by ``probe``,

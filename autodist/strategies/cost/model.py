@@ -7,7 +7,7 @@ The step of a synchronous plan is::
 
     step = compute + fixed + max(wait, exposed communication)
     wait = compute when a node's reads wait for another node's compute (CPU replicas
-           reading whole variables a computing node holds, without a proxy:
+           reading variables, or pieces of them, a computing node holds, without a proxy:
            ``StepTraffic.waits``), else 0
     fixed = session step + the protocol's exchange with other nodes: a synchronous parameter
             server's pull, push, take and release token (ps_step_s), a collective's

@@ -1,0 +1,105 @@
+"""The probe at planning time: a cluster that was never calibrated is measured once, then cached.
+
+    calibration = calibration_for_planning(spec)    # the cache, else a probe now (cached), else the prior
+
+``AutoStrategy`` plans with this: on the first plan for a cluster it runs
+``autodist calibrate`` (``probe.py``) in a child process, which starts a
+TensorFlow server on every node as a job does, measures the transport and
+writes the cache every later plan reads. A child, because the probe's chief
+server lives as long as its process, and the planning process is usually the
+job's chief, whose own server starts next. The probe takes 15-30 s on two
+nodes; the lines before and after it say so. A probe that fails or runs
+longer than ``PROBE_TIMEOUT`` is stopped, and the plan uses the spec's prior
+(``network_bandwidth`` and fixed figures), with a line that says why and how
+to measure again (``autodist calibrate -r SPEC``).
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from autodist.strategies.cost.calibration import Calibration, calibration_path, load_calibration, prior_calibration
+
+__all__ = ["calibration_for_planning", "probe_in_child", "PROBE_TIMEOUT"]
+
+#: Seconds the planning-time probe may take before it is stopped (two loopback nodes: about 17 s).
+PROBE_TIMEOUT = 300.0
+#: Seconds a stopped probe gets to stop its nodes' processes before it is killed.
+_STOP_GRACE = 30.0
+
+
+def calibration_for_planning(spec, probe=True, say=None):
+    """The probe's cache for ``spec``; without one, a probe now (``probe``) or the spec's prior.
+
+    ``say(text)`` shows what happens (default: a line on stderr)."""
+    cached = load_calibration(spec)
+    if cached is not None or not probe:
+        return cached or prior_calibration(spec)
+    say = say or _to_stderr
+    say("AutoStrategy: measuring the cluster of {} once for the cost model (autodist calibrate; cached in {}) "
+        "...".format(spec.path, calibration_path(spec)))
+    started = time.monotonic()
+    try:
+        found = probe_in_child(spec)
+    except ProbeFailed as e:
+        say("AutoStrategy: the probe failed ({}); planning with the spec's prior figures instead. Measure the "
+            "cluster with: autodist calibrate -r {}".format(e, spec.path))
+        return prior_calibration(spec)
+    say("AutoStrategy: cluster measured in {:.0f} s".format(time.monotonic() - started))
+    return found
+
+
+class ProbeFailed(Exception):
+    """The child probe ended without a calibration; the message says why."""
+
+
+def probe_in_child(spec, timeout=PROBE_TIMEOUT):
+    """Run ``autodist calibrate`` on ``spec`` in a child process; the :class:`Calibration` it cached."""
+    with tempfile.TemporaryDirectory(prefix="autodist-plan-probe-") as scratch:
+        path = spec.path if os.path.isfile(str(spec.path)) else _write_spec(spec, scratch)
+        child = subprocess.Popen(_calibrate_argv(path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            out, err = child.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _stop(child)
+            raise ProbeFailed("it ran longer than {:.0f} s".format(timeout)) from None
+    if child.returncode != 0:
+        raise ProbeFailed("exit status {}: {}".format(child.returncode, _last_line(err)))
+    try:
+        return Calibration.from_dict(json.loads(out)["calibration"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise ProbeFailed("unreadable output ({}): {}".format(e, _last_line(out))) from None
+
+
+def _calibrate_argv(spec_path):
+    return [sys.executable, "-m", "autodist", "calibrate", "-r", spec_path, "--format", "json"]
+
+
+def _stop(child):
+    """SIGTERM first (the probe's coordinator stops every process it started), then SIGKILL."""
+    child.terminate()
+    try:
+        child.communicate(timeout=_STOP_GRACE)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.communicate()
+
+
+def _write_spec(spec, directory):
+    import yaml
+    path = os.path.join(directory, "spec.yml")
+    with open(path, "w") as handle:
+        yaml.safe_dump(spec.to_dict(), handle)
+    return path
+
+
+def _last_line(text):
+    lines = [line for line in (text or "").splitlines() if line.strip()]
+    return lines[-1] if lines else "no output"
+
+
+def _to_stderr(text):
+    from autodist.runtime.notices import notice
+    notice(sys.stderr, text)
