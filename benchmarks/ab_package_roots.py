@@ -7,7 +7,7 @@ Each pair is one ``step_time.py --rounds 1`` run with ``--package-root A`` and o
 ``--package-root B``, in alternating order (A B, B A, A B, ...), so that a machine drifting
 during the comparison moves both sides alike. Every run measures its own baselines; the
 table gives, per model, configuration and checkout, the median over the runs of their
-median step time, each run's median, the median ratio to the run's best baseline and the
+median step time and of their p90, each run's median and p90, the median ratio to the run's best baseline and the
 median CPU time per step. Run it from a directory outside both checkouts (e.g. ``/tmp``) so
 that every job imports the autodist of its ``--package-root``. Results go to
 ``benchmarks/results/<label>.json``.
@@ -52,9 +52,14 @@ def summary(runs):
             values = [r[field] for r in rows if r.get(field) is not None]
             return statistics.median(values) if values else None
         table[key] = {"median_ms": median("median_ms"), "runs_ms": [r["median_ms"] for r in rows],
+                      "p90_ms": median("p90_ms"), "runs_p90_ms": [r.get("p90_ms") for r in rows],
                       "errors": [e for r in rows for e in r.get("errors") or ()],
                       "ratio": median("ratio"), "cpu_ms": (median("cpu_s_per_step") or 0.0) * 1e3}
     return table
+
+
+def _ms(value, digits=3):
+    return "-" if value is None else "{:.{}f}".format(value, digits)
 
 
 def main(argv=None):
@@ -78,13 +83,15 @@ def main(argv=None):
     _results.save(args.label, {"roots": {"before": roots[0], "after": roots[1]}, "pairs": args.pairs,
                                "rows": [dict(model=m, config=c, side="before" if r == roots[0] else "after", **row)
                                         for (m, c, r), row in sorted(table.items())]})
-    print("{:<6} {:<18} {:<8} {:>9} {:>7} {:>8}  runs".format("model", "config", "side", "median", "ratio", "CPU ms"))
+    print("{:<6} {:<22} {:<7} {:>9} {:>9} {:>7} {:>8}  runs (median/p90)".format(
+        "model", "config", "side", "median", "p90", "ratio", "CPU ms"))
     for (model, config, root), row in sorted(table.items()):
         side = "before" if root == roots[0] else "after"
-        print("{:<6} {:<18} {:<8} {:>9} {:>7} {:>8.2f}  {}".format(
-            model, config, side, "-" if row["median_ms"] is None else "{:.3f}".format(row["median_ms"]),
+        print("{:<6} {:<22} {:<7} {:>9} {:>9} {:>7} {:>8.2f}  {}".format(
+            model, config, side, _ms(row["median_ms"]), _ms(row["p90_ms"]),
             "-" if row["ratio"] is None else "{:.3f}".format(row["ratio"]), row["cpu_ms"],
-            " ".join("failed" if ms is None else "{:.2f}".format(ms) for ms in row["runs_ms"])))
+            " ".join("failed" if ms is None else "{:.2f}/{}".format(ms, _ms(p90, 2))
+                     for ms, p90 in zip(row["runs_ms"], row["runs_p90_ms"]))))
         for error in row["errors"]:
             print("    ! " + (error if len(error) < 400 else error[:400] + " ..."))
     return 0
