@@ -8,7 +8,8 @@ cost of a step and this machine's compute rates (``strategies.cost.probe``),
 writes them to ``~/.autodist/calibration/<spec key>.json`` and prints them
 beside the prior the spec alone gives (the servers' output goes to stderr). ``--show`` prints the cached figures
 (or the prior) without probing. ``autodist plan`` and ``AutoStrategy`` read
-the cache.
+the cache; a job's chief planning with AutoStrategy for a cluster without one
+runs this command first (``strategies.cost.first_probe``).
 """
 import json
 import sys

@@ -17,7 +17,8 @@ Every plan also gives its predicted step time and communication share
 (``autodist.strategies.cost``): one replica's step is measured here once per
 graph and ``--batch`` (cached; ``--compute estimate`` counts float operations
 instead), the network figures are ``autodist calibrate``'s cache or the spec's
-prior. With ``-s AutoStrategy`` the JSON gains an ``"auto"`` object (the
+prior (this command never starts servers on the cluster to measure it; a job's
+chief does, for AutoStrategy, the first time). With ``-s AutoStrategy`` the JSON gains an ``"auto"`` object (the
 chosen candidate and every candidate's prediction) and the table a candidates
 table.
 """
@@ -220,7 +221,8 @@ def _prediction_line(prediction, sources):
             "of which {:.2f} ms exposed ({:.0%} of the step; calibration: {})".format(
                 prediction.step_s * 1e3, prediction.compute_s * 1e3, sources["compute"], sources["batch"],
                 prediction.fixed_s * 1e3, waits, prediction.comm_s * 1e3, prediction.exposed_comm_s * 1e3,
-                prediction.comm_share, sources["calibration"]))
+                prediction.comm_share, sources["calibration"] if sources["calibration"] != "prior" else
+                "the spec's prior; autodist calibrate -r SPEC measures the cluster"))
 
 
 def _auto_lines(auto):

@@ -11,6 +11,8 @@ runtime read them::
     replica copies     AutoDist-Replica-<i>/<op>          (i: the replica's index on its node)
     shards             <var>/part_<i>                     (tensor <var>/part_<i>:0)
     proxies            AutoDist-Proxy/<var>/proxy
+                       AutoDist-Proxy/<var>/proxy_of_task_<k>, refresh_task_<k>  (the chief's
+                       writes of node k's proxy; the same resource by its shared name)
     init ops           AutoDist-Init/servers, /sync, /local
     devices            /job:worker/task:<k>/device:<TYPE>:<i>
     collective keys    key_base + 1 ...           training (in the order the passes ask)

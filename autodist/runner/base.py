@@ -29,8 +29,8 @@ CONNECTION_LOST = 255
 MAX_TAIL_LINES = 1000
 
 # One lock for every sink write, so lines of different nodes never interleave
-# within a line (re-entrant: a sink may be a ``WholeLines``, which takes it too).
-_SINK_LOCK = threading.RLock()
+# within a line.
+_SINK_LOCK = threading.Lock()
 
 
 class _Discard:
@@ -55,7 +55,7 @@ def write_line(name, sink, line):
 
 
 class WholeLines:
-    """A text stream that passes each thread's lines on whole, under the lock ``write_line`` holds.
+    """A text stream that passes each thread's lines on whole.
 
     ``print`` writes its text and its newline in two calls; when another
     thread (the chief's relay of the other nodes' lines) writes in between,
@@ -64,11 +64,17 @@ class WholeLines:
     thread's unfinished line waits until its newline, or until that thread
     flushes. Everything else (``fileno``, ``isatty``, ``encoding`` ...) is the
     wrapped stream's.
+
+    Its lock is held only around writes to the wrapped stream, never while
+    calling anything that takes another lock: the relay's ``write_line`` holds
+    ``_SINK_LOCK`` and the live progress line holds rich's locks while they
+    write here, so a lock of theirs taken in here would deadlock the two.
     """
 
     def __init__(self, stream):
         self.stream = stream
         self._partial = {}   # thread ident -> its unfinished line
+        self._lock = threading.Lock()
 
     @classmethod
     def install(cls):
@@ -79,11 +85,15 @@ class WholeLines:
         return sys.stdout
 
     def uninstall(self):
-        """Write what is left of every thread's line and give ``sys.stdout`` back (if it is still this)."""
-        with _SINK_LOCK:
+        """Give ``sys.stdout`` back (if it is still this) and write what is left of every thread's line:
+        the other threads' each on a line of its own, the calling thread's last, unfinished, for its
+        next write to finish."""
+        with self._lock:
             if sys.stdout is self:
                 sys.stdout = self.stream
-            rest, self._partial = "".join(self._partial.values()), {}
+            own = self._partial.pop(threading.get_ident(), "")
+            rest = "".join(line + "\n" for line in self._partial.values()) + own
+            self._partial = {}
             try:
                 if rest:
                     self.stream.write(rest)
@@ -93,7 +103,7 @@ class WholeLines:
 
     def write(self, text):
         key = threading.get_ident()
-        with _SINK_LOCK:
+        with self._lock:
             done, newline, rest = (self._partial.pop(key, "") + text).rpartition("\n")
             if rest:
                 self._partial[key] = rest
@@ -102,7 +112,7 @@ class WholeLines:
         return len(text)
 
     def flush(self):
-        with _SINK_LOCK:
+        with self._lock:
             partial = self._partial.pop(threading.get_ident(), "")
             if partial:
                 self.stream.write(partial)

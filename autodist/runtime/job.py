@@ -188,7 +188,8 @@ class Job:
     def _start(self, item):
         from autodist.runner import new_job_id
         job_id = new_job_id()
-        calibration = self._keep_calibration()
+        # a launching chief may measure the cluster first (AutoStrategy), over the nodes' own launcher
+        calibration = self._keep_calibration(may_probe=self._launcher == "ssh")
         strategy = build_strategy(item, self._spec, self.strategy_builder)
         if self._spec is not self._full_spec:   # shrunk at this relaunch: say how the plan changed
             before = build_strategy(item, self._full_spec, self.strategy_builder)
@@ -201,9 +202,9 @@ class Job:
                                      **self._views(context, strategy, item))
         return self._launch(item, strategy, job_id, calibration)
 
-    def _keep_calibration(self):
+    def _keep_calibration(self, may_probe=False):
         """The chief's calibration for its builder, fixed for the job (``strategy_handoff.keep_calibration``)."""
-        self._builder, calibration = keep_calibration(self.strategy_builder, self._spec)
+        self._builder, calibration = keep_calibration(self.strategy_builder, self._spec, may_probe)
         return calibration
 
     def _adopt_calibration(self, strategy_path):

@@ -36,10 +36,11 @@ def load_strategy(context):
     return Strategy.deserialize(path=path)
 
 
-def keep_calibration(builder, resource_spec):
+def keep_calibration(builder, resource_spec, may_probe=False):
     """``(builder, calibration)``: the chief's calibration for ``builder`` (None: it plans without one) and
-    the builder fixed on it for the job; every node gets the same calibration with the strategy."""
-    calibration = builder.job_calibration(resource_spec)
+    the builder fixed on it for the job; every node gets the same calibration with the strategy.
+    ``may_probe``: the chief launches the job now, and may measure a cluster it has no figures of."""
+    calibration = builder.job_calibration(resource_spec, may_probe=may_probe)
     if calibration is not None:
         builder = builder.with_calibration(calibration)
     return builder, calibration

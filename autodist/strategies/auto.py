@@ -35,9 +35,10 @@ within the model's error is not worth leaving a preset for.
 What the choice depends on, so that every node that builds gets the same plan:
 the variables, the spec, and the calibration rounded to two significant digits
 (:meth:`Calibration.rounded`): by default the probe's cache for the spec; a
-cluster without one is probed when it is first planned for
-(``cost.first_probe``: ``autodist calibrate`` in a child process, 15-30 s,
-cached), or with ``probe=False`` planned with the spec's prior. A job plans with its chief's: the chief ships it with the
+cluster without one is probed when a job's chief first plans for it, before
+it launches the job (``cost.first_probe``: ``autodist calibrate`` in a child
+process, 15-30 s, cached); elsewhere (``autodist plan``, a member, a chief
+given its job context) and with ``probe=False``, the spec's prior. A job plans with its chief's: the chief ships it with the
 strategy (``calibration.json`` in the job directory) and every node that
 builds again (a session reopened by ``ad.function``) uses it
 (:meth:`with_calibration`), whatever its own cache holds. The compute
@@ -51,6 +52,7 @@ from typing import Tuple
 
 from autodist.kernel.contract import AllReduceEntry, Partition, PSEntry, read_entries, variable_entry, write_entry
 from autodist.proto import strategy_pb2
+from autodist.strategies._arguments import check_bool
 from autodist.strategies.all_reduce import AllReduce
 from autodist.strategies.base import Strategy, StrategyBuilder
 from autodist.strategies.cost import Compute, predict
@@ -104,13 +106,15 @@ class AutoStrategy(StrategyBuilder):
     least ``SEARCH_MARGIN`` cheaper still (see the module docstring).
 
     ``calibration``: a :class:`~autodist.strategies.cost.Calibration` (default:
-    the cached probe of the spec; without one, a probe now, or the spec's prior
-    with ``probe=False``). ``compute``: a
+    the cached probe of the spec; without one, a probe when a job's chief
+    launches the job, else the spec's prior; ``probe=False``: never a probe).
+    ``compute``: a
     :class:`~autodist.strategies.cost.Compute` of one replica's step (default:
     estimated from the graph's float operations at ``batch`` examples).
     """
 
     def __init__(self, calibration=None, compute=None, batch=32, probe=True):
+        check_bool("AutoStrategy", "probe", probe)
         self._calibration = calibration
         self._compute = compute
         self._batch = batch
@@ -137,15 +141,18 @@ class AutoStrategy(StrategyBuilder):
         """The rounded calibration the search uses on ``resource_spec``."""
         return self.job_calibration(resource_spec).rounded()
 
-    def job_calibration(self, resource_spec):
-        """The calibration given, else the probe's cache for ``resource_spec``, else a probe now (cached;
-        ``probe=False``: the spec's prior)."""
+    def job_calibration(self, resource_spec, may_probe=False):
+        """The calibration given, else the probe's cache for ``resource_spec``, else a probe now when a
+        chief about to launch a job asks (``may_probe``, and ``probe``), else the spec's prior."""
         if self._calibration is not None:
             return self._calibration
         key = spec_key(resource_spec)
-        if key not in self._planned:   # kept per cluster: a failed probe is not tried again at every build
-            self._planned[key] = calibration_for_planning(resource_spec, probe=self._probe)
-        return self._planned[key]
+        if key in self._planned:   # kept per cluster: a failed probe is not tried again at every build
+            return self._planned[key]
+        found = calibration_for_planning(resource_spec, probe=may_probe and self._probe)
+        if may_probe or found.source == "probe":
+            self._planned[key] = found
+        return found
 
     def with_calibration(self, calibration):
         """The same search with ``calibration`` (a job ships the chief's to every node)."""

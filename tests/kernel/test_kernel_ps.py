@@ -141,7 +141,9 @@ def test_sync_across_two_nodes_with_a_proxy_where_the_variable_is_remote(cluster
     proxies = {n.name: n for n in chief_nodes.values() if n.name.startswith("AutoDist-Proxy/")}
     assert sorted(proxies) == ["AutoDist-Proxy/w/proxy_of_task_1", "AutoDist-Proxy/w/refresh_read",
                                "AutoDist-Proxy/w/refresh_task_1"]
-    assert proxies["AutoDist-Proxy/w/proxy_of_task_1"].attr["shared_name"].s == b"AutoDist-Proxy/w/proxy"
+    written, own = proxies["AutoDist-Proxy/w/proxy_of_task_1"], other_nodes["AutoDist-Proxy/w/proxy"]
+    assert written.attr["shared_name"].s == own.attr["shared_name"].s == b"AutoDist-Proxy/w/proxy"
+    assert written.attr["container"].s == own.attr["container"].s and written.device == own.device == T1C0
     assert proxies["AutoDist-Proxy/w/refresh_task_1"].device == T1C0
     assert "AutoDist-Proxy/w/refresh_task_1" in _ancestors(chief_nodes, "AutoDist-PS/release_1")
     assert not any(n.startswith("AutoDist-Proxy/w/refresh") for n in other_nodes)

@@ -132,3 +132,46 @@ def test_a_flushed_partial_line_is_shown_at_once(monkeypatch):
         assert out.getvalue() == "epoch 1 ..." and sys.stdout.getvalue() == "epoch 1 ..."   # the stream's own API
     finally:
         installed.uninstall()
+
+
+def test_relayed_lines_and_prints_under_the_live_progress_line_never_deadlock(monkeypatch):
+    """The relay holds the sink lock and then rich's; a print under the live line holds rich's and then
+    writes to the WholeLines below it: that must not take the sink lock (it deadlocked in review)."""
+    import threading
+    from autodist.runner.base import WholeLines
+    from autodist.runtime.progress import Progress
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    screen = Terminal()
+    monkeypatch.setattr(sys, "stdout", screen)
+    installed = WholeLines.install()
+    progress = Progress(lambda: {}, "127.0.0.1", interval=0.001).start()
+    pump = OutputPump("127.0.0.2", NodeConsole())
+    counts = {"relayed": 0, "printed": 0}
+
+    def relay():
+        for _ in range(300):
+            pump.feed(b"loss=0.29\n")
+            counts["relayed"] += 1
+
+    def prints():
+        for step in range(300):
+            print("step", step)
+            counts["printed"] += 1
+
+    threads = [threading.Thread(target=relay, daemon=True), threading.Thread(target=prints, daemon=True)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(20)
+    if any(thread.is_alive() for thread in threads):   # deadlocked: leave the locks alone, give stdout back
+        sys.stdout = screen
+        pytest.fail("deadlock: {}".format(counts))
+    progress.stop()
+    installed.uninstall()
+    assert counts == {"relayed": 300, "printed": 300}
+    shown = screen.getvalue()
+    assert shown.count("[127.0.0.2] loss=0.29") == 300 and "step 299" in shown

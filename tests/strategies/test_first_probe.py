@@ -54,33 +54,74 @@ def test_without_a_cache_the_cluster_is_probed_once_and_says_so(spec, probes):
 
 def test_probe_false_plans_with_the_prior(spec, probes):
     assert first_probe.calibration_for_planning(spec, probe=False) == prior_calibration(spec) and probes == []
-    assert AutoStrategy(probe=False).job_calibration(spec) == prior_calibration(spec) and probes == []
+    assert AutoStrategy(probe=False).job_calibration(spec, may_probe=True) == prior_calibration(spec)
+    assert probes == []
+
+
+def test_only_a_chief_about_to_launch_probes(spec, probes):
+    builder = AutoStrategy()
+    assert builder.job_calibration(spec) == prior_calibration(spec) and probes == []   # autodist plan, members
+    assert builder.calibration(spec) == prior_calibration(spec).rounded() and probes == []
+    found = builder.job_calibration(spec, may_probe=True)                              # the chief, launching
+    assert probes == [spec.path] and found.source == "probe"
 
 
 def test_a_failed_probe_falls_back_to_the_prior_and_says_how_to_measure(spec, monkeypatch):
+    failures = []
+
     def fail(probed_spec, timeout=None):
+        failures.append(probed_spec)
         raise first_probe.ProbeFailed("exit status 1: no route to 127.0.0.2")
 
     monkeypatch.setattr(first_probe, "probe_in_child", fail)
     said = []
     assert first_probe.calibration_for_planning(spec, say=said.append) == prior_calibration(spec)
     assert "no route to 127.0.0.2" in said[-1] and "autodist calibrate -r " + TWO_NODES in said[-1]
-    assert load_calibration(spec) is None
+    builder = AutoStrategy()
+    assert builder.job_calibration(spec, may_probe=True) == builder.job_calibration(spec, may_probe=True)
+    assert len(failures) == 2   # the builder does not try again at every build
 
 
 def test_auto_strategy_probes_once_per_cluster(spec, probes, tmp_path):
     builder = AutoStrategy()
-    first = builder.job_calibration(spec)
+    first = builder.job_calibration(spec, may_probe=True)
     os.remove(str(next((tmp_path / ".autodist" / "calibration").iterdir())))   # even without the cache
-    assert builder.job_calibration(spec) == first and len(probes) == 1
+    assert builder.job_calibration(spec, may_probe=True) == first and len(probes) == 1
     assert builder.calibration(spec) == first.rounded()
 
 
+def test_the_child_probes_the_spec_as_it_is_here_not_its_file(spec, monkeypatch):
+    import yaml
+    seen = []
+
+    def argv(path):
+        with open(path) as handle:
+            seen.append(yaml.safe_load(handle))
+        return [sys.executable, "-c", "import sys; sys.exit(2)"]
+
+    monkeypatch.setattr(first_probe, "_calibrate_argv", argv)
+    shrunk = ResourceSpec.from_dict({"nodes": [spec.to_dict()["nodes"][0]]}, path=spec.path)   # as a shrink keeps it
+    with pytest.raises(first_probe.ProbeFailed, match="exit status 2"):
+        first_probe.probe_in_child(shrunk)
+    assert seen == [shrunk.to_dict()] and len(seen[0]["nodes"]) == 1
+
+
 def test_a_probe_that_runs_too_long_is_stopped(spec, monkeypatch):
-    monkeypatch.setattr(first_probe, "_calibrate_argv", lambda path: [sys.executable, "-c", "import time; "
-                                                                                           "time.sleep(60)"])
-    with pytest.raises(first_probe.ProbeFailed, match="longer than 1 s"):
+    import subprocess
+    children = []
+
+    class Recorded(subprocess.Popen):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            children.append(self)
+
+    monkeypatch.setattr(first_probe.subprocess, "Popen", Recorded)
+    monkeypatch.setattr(first_probe, "_calibrate_argv", lambda path: [
+        sys.executable, "-c", "import sys, time; sys.stderr.write('waiting for 127.0.0.2\\n'); sys.stderr.flush(); "
+                              "time.sleep(60)"])
+    with pytest.raises(first_probe.ProbeFailed, match="longer than 1 s; its last line: waiting for 127.0.0.2"):
         first_probe.probe_in_child(spec, timeout=1.0)
+    assert len(children) == 1 and children[0].returncode is not None   # stopped and reaped
 
 
 def test_a_probe_that_fails_names_its_last_line(spec, monkeypatch):

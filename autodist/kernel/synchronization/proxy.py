@@ -30,6 +30,7 @@ from tensorflow.python.ops import gen_resource_variable_ops
 
 from autodist.kernel.device import is_cpu_device
 from autodist.kernel.names import PROXY_HANDLE, proxy_name, proxy_scope, task_of
+from autodist.kernel.synchronization.wiring import is_global_sync
 
 __all__ = ["add_proxies", "refreshed_by_chief", "refresh_everywhere"]
 
@@ -61,8 +62,7 @@ def _keepers(assignment, var):
 def refreshed_by_chief(var, assignment):
     """Whether the chief refreshes every node's proxy of ``var`` before it releases them (a
     synchronous variable of a job of several nodes)."""
-    sync = var.synchronizer
-    return sync.proxy and sync.sync and sync.staleness == 0 and assignment.node.num_tasks > 1
+    return var.synchronizer.proxy and is_global_sync(var, assignment)
 
 
 def refresh_everywhere(scratch, assignment, var_ops, after):

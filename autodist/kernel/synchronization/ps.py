@@ -115,11 +115,6 @@ def reduce_locally(editor, assignment):
     scratch.commit()
 
 
-def _is_global_sync(var, assignment):
-    sync = var.synchronizer
-    return sync.sync and sync.staleness == 0 and assignment.node.num_tasks > 1
-
-
 def _accumulate(scratch, var, assignment, facts, divide):
     """Push this node's local gradient; on the chief, take all of them. Returns (push or None, agg or None)."""
     job, destination = assignment.node.job_id, var.synchronizer.destination
@@ -185,7 +180,7 @@ def synchronize_ps(editor, assignment):
     with scratch.graph.as_default():
         for var in assignment.ps_vars:
             facts = assignment.analysis.variables[var.op_name]
-            if _is_global_sync(var, assignment):
+            if wiring.is_global_sync(var, assignment):
                 push, agg = _accumulate(scratch, var, assignment, facts, divide)
                 pushes += [push] if push is not None else []
                 global_sync.append(var.op_name)

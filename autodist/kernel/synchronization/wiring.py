@@ -11,7 +11,14 @@ done elsewhere.
 """
 from autodist.kernel.graph_def_edit import tensor_name
 
-__all__ = ["reroute_gradient", "disable_writes", "state_writes", "shared_state_of"]
+__all__ = ["reroute_gradient", "disable_writes", "state_writes", "shared_state_of", "is_global_sync"]
+
+
+def is_global_sync(var, assignment):
+    """Whether parameter-server variable ``var`` is synchronized across the job's nodes every step (the
+    chief applies every node's gradients, then releases them): synchronous, no staleness, several nodes."""
+    sync = var.synchronizer
+    return sync.sync and sync.staleness == 0 and assignment.node.num_tasks > 1
 
 
 def reroute_gradient(editor, analysis, var_op, prefix, new_components):

@@ -2,12 +2,15 @@
 
     calibration = calibration_for_planning(spec)    # the cache, else a probe now (cached), else the prior
 
-``AutoStrategy`` plans with this: on the first plan for a cluster it runs
-``autodist calibrate`` (``probe.py``) in a child process, which starts a
-TensorFlow server on every node as a job does, measures the transport and
-writes the cache every later plan reads. A child, because the probe's chief
-server lives as long as its process, and the planning process is usually the
-job's chief, whose own server starts next. The probe takes 15-30 s on two
+A job's chief planning with ``AutoStrategy`` calls this before it launches
+the job (``AutoStrategy.job_calibration(spec, may_probe=True)``): for a
+cluster without a cache it runs ``autodist calibrate`` (``probe.py``) in a
+child process, which starts a TensorFlow server on every node as a job does,
+measures the transport and writes the cache every later plan reads. A child,
+because the probe's chief server lives as long as its process, and the
+job's own server starts in the chief's process next. Nothing else probes:
+``autodist plan``, the other nodes and ``probe=False`` plan with the cache or
+the prior. The probe takes 15-30 s on two
 nodes; the lines before and after it say so. A probe that fails or runs
 longer than ``PROBE_TIMEOUT`` is stopped, and the plan uses the spec's prior
 (``network_bandwidth`` and fixed figures), with a line that says why and how
@@ -38,12 +41,12 @@ def calibration_for_planning(spec, probe=True, say=None):
     if cached is not None or not probe:
         return cached or prior_calibration(spec)
     say = say or _to_stderr
-    say("AutoStrategy: measuring the cluster of {} once for the cost model (autodist calibrate; cached in {}) "
-        "...".format(spec.path, calibration_path(spec)))
+    say("AutoStrategy: measuring the cluster of {} ({}) once for the cost model (autodist calibrate; cached in "
+        "{}) ...".format(spec.path, " ".join(spec.nodes), calibration_path(spec)))
     started = time.monotonic()
     try:
         found = probe_in_child(spec)
-    except ProbeFailed as e:
+    except (ProbeFailed, OSError) as e:   # OSError: the spec's copy could not be written
         say("AutoStrategy: the probe failed ({}); planning with the spec's prior figures instead. Measure the "
             "cluster with: autodist calibrate -r {}".format(e, spec.path))
         return prior_calibration(spec)
@@ -56,15 +59,25 @@ class ProbeFailed(Exception):
 
 
 def probe_in_child(spec, timeout=PROBE_TIMEOUT):
-    """Run ``autodist calibrate`` on ``spec`` in a child process; the :class:`Calibration` it cached."""
+    """Run ``autodist calibrate`` on ``spec`` in a child process; the :class:`Calibration` it cached.
+
+    The child reads a copy of ``spec`` as it is here (a job may have left nodes out of the file's)."""
     with tempfile.TemporaryDirectory(prefix="autodist-plan-probe-") as scratch:
-        path = spec.path if os.path.isfile(str(spec.path)) else _write_spec(spec, scratch)
-        child = subprocess.Popen(_calibrate_argv(path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            child = subprocess.Popen(_calibrate_argv(_write_spec(spec, scratch)), stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
+                                     errors="replace")
+        except OSError as e:
+            raise ProbeFailed("could not start it: {}".format(e)) from None
         try:
             out, err = child.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
+            err = _stop(child)
+            raise ProbeFailed("it ran longer than {:.0f} s; its last line: {}".format(
+                timeout, _last_line(err))) from None
+        except BaseException:   # Ctrl-C, SIGTERM turned into an exception: the probe's nodes stop too
             _stop(child)
-            raise ProbeFailed("it ran longer than {:.0f} s".format(timeout)) from None
+            raise
     if child.returncode != 0:
         raise ProbeFailed("exit status {}: {}".format(child.returncode, _last_line(err)))
     try:
@@ -78,13 +91,16 @@ def _calibrate_argv(spec_path):
 
 
 def _stop(child):
-    """SIGTERM first (the probe's coordinator stops every process it started), then SIGKILL."""
+    """SIGTERM first (the probe's coordinator stops every process it started), then SIGKILL; its stderr."""
     child.terminate()
     try:
-        child.communicate(timeout=_STOP_GRACE)
+        return child.communicate(timeout=_STOP_GRACE)[1]
     except subprocess.TimeoutExpired:
         child.kill()
-        child.communicate()
+        try:
+            return child.communicate(timeout=_STOP_GRACE)[1]
+        except subprocess.TimeoutExpired:   # not even SIGKILL ended it (a D-state process): leave it
+            return ""
 
 
 def _write_spec(spec, directory):

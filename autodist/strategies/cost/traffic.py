@@ -11,9 +11,10 @@ replicas (the replicas in the plan's order, node-major)::
                                 S -> R (M, 1 message); S aggregates M per node (sparse
                                 rows apart: a sparse accumulator merges them at its own rate)
     ... with a local proxy      a node R that keeps one (``kernel/.../proxy.py``: every node
-                                but a CPU node holding the piece) pulls the whole piece once
-                                (P bytes, 1 message; a sparse piece too) and copies it into
-                                the proxy (P copied in R); its replicas read the proxy
+                                but a CPU node holding the piece) gets the whole piece once
+                                (P bytes, 1 message; a sparse piece too), written into the
+                                proxy (P copied in R) by the chief's step after the update;
+                                its replicas read the proxy
     ... waiting for S           a node R whose replicas read a piece of a synchronous variable
                                 on another node S of CPU replicas, without a proxy, waits for
                                 S's compute: S's one executor thread runs its own forward and
