@@ -68,7 +68,7 @@ def refreshed_by_chief(var, assignment):
 def refresh_everywhere(scratch, assignment, var_ops, after):
     """On the chief: write the updated value of each of ``var_ops`` into every node's proxy, after the
     ops ``after`` (the update); returns the writes, which the release waits for."""
-    writes = []
+    writes, var_ops = [], set(var_ops)
     for var in assignment.ps_vars:
         if var.op_name not in var_ops or not refreshed_by_chief(var, assignment):
             continue
@@ -93,9 +93,8 @@ def add_proxies(editor, assignment, visible):
     ``visible``: the op after which this node sees the step's update (it refreshes the proxies the
     chief does not, ``refreshed_by_chief``)."""
     device = assignment.local[0].device
-    here = assignment.node.task_index if is_cpu_device(device) else None
-    proxied = [v for v in assignment.ps_vars
-               if v.synchronizer.proxy and task_of(v.synchronizer.destination) != here]
+    here = assignment.node.task_index
+    proxied = [v for v in assignment.ps_vars if v.synchronizer.proxy and here in _keepers(assignment, v)]
     if not proxied:
         return [], []
     scratch = editor.scratch()
