@@ -49,8 +49,13 @@ class JobLogs:
         if not os.path.isdir(base):
             return
         own = os.path.basename(self.path)
-        older = [e for e in os.scandir(base) if e.name.startswith(_PREFIX) and e.name != own
-                 and e.is_dir(follow_symlinks=False)]
-        older.sort(key=lambda e: e.stat(follow_symlinks=False).st_mtime, reverse=True)
-        for entry in older[max(self._keep - 1, 0):]:
-            shutil.rmtree(entry.path, ignore_errors=True)
+        older = []
+        for entry in os.scandir(base):
+            if entry.name.startswith(_PREFIX) and entry.name != own and entry.is_dir(follow_symlinks=False):
+                try:
+                    older.append((entry.stat(follow_symlinks=False).st_mtime, entry.path))
+                except FileNotFoundError:   # another job on this host pruned it meanwhile
+                    continue
+        older.sort(reverse=True)
+        for _, path in older[max(self._keep - 1, 0):]:
+            shutil.rmtree(path, ignore_errors=True)
