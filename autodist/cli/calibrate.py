@@ -11,6 +11,7 @@ beside the prior the spec alone gives (the servers' output goes to stderr). ``--
 the cache; a job's chief planning with AutoStrategy for a cluster without one
 runs this command first (``strategies.cost.first_probe``).
 """
+import argparse
 import json
 import sys
 
@@ -41,6 +42,8 @@ def register(subparsers):
     parser.add_argument("--repeats", type=int, default=7, help="timed runs per measurement (default 7)")
     parser.add_argument("--show", action="store_true", help="print the cached figures (or the prior); no probe")
     parser.add_argument("--format", choices=("table", "json"), default="table", help="output format")
+    # AutoStrategy's first probe (strategies.cost.first_probe): stop when the chief that started it ends
+    parser.add_argument("--stop-with-parent", type=int, metavar="PID", help=argparse.SUPPRESS)
     parser.set_defaults(handler=_calibrate)
 
 
@@ -56,6 +59,12 @@ def _calibrate(args):
     from autodist.spec.resource_spec import ResourceSpec
     from autodist.strategies.cost import cluster_calibration, prior_calibration, save_calibration
     from autodist.strategies.cost.calibration import calibration_path
+    if args.stop_with_parent is not None:
+        from autodist.strategies.cost.first_probe import stop_with_parent
+        if not stop_with_parent(args.stop_with_parent):
+            print("autodist calibrate: the process that started this probe (pid {}) has ended; not "
+                  "probing".format(args.stop_with_parent), file=sys.stderr)
+            return 1
     spec = ResourceSpec(args.resource_spec)
     prior = prior_calibration(spec)
     if args.show:

@@ -12,7 +12,7 @@ from autodist.strategies import AutoStrategy
 from autodist.strategies.auto import SEARCH_MARGIN, SEARCHED
 from autodist.strategies.cost import Calibration, Compute, predict
 
-from conftest import _spec_from, _var
+from strategy_inputs_for_tests import _spec_from, _var
 
 TWO_NODES = str(pathlib.Path(__file__).resolve().parents[2] / "resource_specs" / "loopback_two_nodes.yml")
 PRESETS = ["PS", "PSLoadBalancing", "PartitionedPS", "AllReduce", "Parallax"]

@@ -17,7 +17,7 @@ from autodist.strategies.cost.calibration import PROBE_VERSION, spec_key
 from autodist.strategies.cost.model import exposed_comm_s, fixed_step_s, node_comm_s
 from autodist.strategies.cost.traffic import COLLECTIVE, RPC, relayed
 
-from conftest import _spec_from, _var
+from strategy_inputs_for_tests import _spec_from, _var
 
 A, B = "10.0.0.1", "10.0.0.2"
 

@@ -137,3 +137,62 @@ def test_a_spec_without_a_file_is_probed_from_a_copy(spec, tmp_path):
     found = first_probe.probe_in_child(in_memory)
     assert found.source == "probe" and found.rpc_bandwidth > 0
     assert load_calibration(spec) == found   # the child cached it under the same key
+
+
+_ARMED_CHILD = """
+import os, sys, time
+from autodist.strategies.cost.first_probe import stop_with_parent
+print("armed" if stop_with_parent(int(sys.argv[1])) else "parent gone", flush=True)
+time.sleep(60)
+"""
+
+_PARENT = """
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", sys.argv[1], str(__import__("os").getpid())],
+                         stdout=subprocess.PIPE, text=True)
+print(child.pid, child.stdout.readline().strip(), flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl(PR_SET_PDEATHSIG) is Linux's")
+def test_the_probe_child_ends_with_the_chief_that_started_it():
+    import signal
+    import subprocess
+    import time
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT, _ARMED_CHILD], stdout=subprocess.PIPE, text=True)
+    try:
+        child_pid, state = parent.stdout.readline().split()
+        assert state == "armed"
+        os.kill(parent.pid, signal.SIGKILL)   # the chief dies without a chance to stop its probe
+        parent.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and _alive(int(child_pid)):
+            time.sleep(0.05)
+        assert not _alive(int(child_pid))
+    finally:
+        parent.kill()
+        parent.wait(timeout=30)
+
+
+def _alive(pid):
+    try:
+        with open("/proc/{}/stat".format(pid)) as handle:
+            return handle.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl(PR_SET_PDEATHSIG) is Linux's")
+def test_a_probe_child_whose_parent_is_gone_does_not_probe(spec):
+    import subprocess
+    # in a child (arming changes the process that arms); pid 1 is not its parent: as if the parent had died
+    done = subprocess.run([sys.executable, "-m", "autodist", "calibrate", "-r", TWO_NODES, "--stop-with-parent",
+                           "1"], capture_output=True, text=True, timeout=120, env=dict(os.environ))
+    assert done.returncode == 1 and "(pid 1) has ended; not probing" in done.stderr, done.stderr
+    assert load_calibration(spec) is None
+
+
+def test_the_probe_child_is_told_who_its_parent_is(tmp_path):
+    argv = first_probe._calibrate_argv(str(tmp_path / "spec.yml"))
+    assert argv[-2:] == ["--stop-with-parent", str(os.getpid())]

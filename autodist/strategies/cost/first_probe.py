@@ -14,10 +14,15 @@ the prior. The probe takes 15-30 s on two
 nodes; the lines before and after it say so. A probe that fails or runs
 longer than ``PROBE_TIMEOUT`` is stopped, and the plan uses the spec's prior
 (``network_bandwidth`` and fixed figures), with a line that says why and how
-to measure again (``autodist calibrate -r SPEC``).
+to measure again (``autodist calibrate -r SPEC``). The child asks the kernel
+to be sent SIGTERM when its parent dies (``stop_with_parent``), so a chief
+killed mid-probe leaves no probe behind: the probe's SIGTERM handling stops
+the nodes it started.
 """
+import ctypes
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -25,12 +30,14 @@ import time
 
 from autodist.strategies.cost.calibration import Calibration, calibration_path, load_calibration, prior_calibration
 
-__all__ = ["calibration_for_planning", "probe_in_child", "PROBE_TIMEOUT"]
+__all__ = ["calibration_for_planning", "probe_in_child", "stop_with_parent", "PROBE_TIMEOUT"]
 
 #: Seconds the planning-time probe may take before it is stopped (two loopback nodes: about 17 s).
 PROBE_TIMEOUT = 300.0
 #: Seconds a stopped probe gets to stop its nodes' processes before it is killed.
 _STOP_GRACE = 30.0
+#: prctl(2): the signal this process gets when the thread that started it ends (Linux).
+_PR_SET_PDEATHSIG = 1
 
 
 def calibration_for_planning(spec, probe=True, say=None):
@@ -87,7 +94,25 @@ def probe_in_child(spec, timeout=PROBE_TIMEOUT):
 
 
 def _calibrate_argv(spec_path):
-    return [sys.executable, "-m", "autodist", "calibrate", "-r", spec_path, "--format", "json"]
+    return [sys.executable, "-m", "autodist", "calibrate", "-r", spec_path, "--format", "json",
+            "--stop-with-parent", str(os.getpid())]
+
+
+def stop_with_parent(parent_pid):
+    """Have the kernel send this process SIGTERM when its parent ends; False if it already has.
+
+    Linux only (elsewhere nothing is armed and True is returned). The signal
+    comes when the parent's *thread* that started this process ends:
+    ``probe_in_child``'s thread waits for the child, so that is the parent's
+    end. Checking the parent's pid after arming closes the race with a parent
+    that died before."""
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):   # not Linux: the probe runs to its own end (bounded)
+        return True
+    if prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) != 0:
+        return True
+    return os.getppid() == parent_pid
 
 
 def _stop(child):
