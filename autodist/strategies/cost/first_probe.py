@@ -15,9 +15,9 @@ nodes; the lines before and after it say so. A probe that fails or runs
 longer than ``PROBE_TIMEOUT`` is stopped, and the plan uses the spec's prior
 (``network_bandwidth`` and fixed figures), with a line that says why and how
 to measure again (``autodist calibrate -r SPEC``). The child asks the kernel
-to be sent SIGTERM when its parent dies (``stop_with_parent``), so a chief
-killed mid-probe leaves no probe behind: the probe's SIGTERM handling stops
-the nodes it started.
+for a signal when its parent dies (``stop_with_parent``), so a chief killed
+mid-probe leaves no probe behind: the child stops as SIGTERM stops a probe,
+with the nodes it started.
 """
 import ctypes
 import json
@@ -99,20 +99,33 @@ def _calibrate_argv(spec_path):
 
 
 def stop_with_parent(parent_pid):
-    """Have the kernel send this process SIGTERM when its parent ends; False if it already has.
+    """Stop this process, as SIGTERM stops a probe, when its parent ends; False if it already has.
 
-    Linux only (elsewhere nothing is armed and True is returned). The signal
-    comes when the parent's *thread* that started this process ends:
-    ``probe_in_child``'s thread waits for the child, so that is the parent's
-    end. Checking the parent's pid after arming closes the race with a parent
-    that died before."""
+    Linux only (elsewhere nothing is armed and True is returned): the kernel
+    sends SIGHUP when the parent's *thread* that started this process ends
+    (``prctl(PR_SET_PDEATHSIG)``; ``probe_in_child``'s thread waits for the
+    child, so that is the parent's end). Checking the parent's pid after
+    arming closes the race with a parent that died before."""
     try:
         prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):   # not Linux: the probe runs to its own end (bounded)
         return True
-    if prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) != 0:
+    signal.signal(signal.SIGHUP, _parent_gone)
+    if prctl(_PR_SET_PDEATHSIG, int(signal.SIGHUP), 0, 0, 0) != 0:
         return True
     return os.getppid() == parent_pid
+
+
+def _parent_gone(signum, frame):
+    """The parent, the only reader of this process's output, is gone: stop as SIGTERM does, writing nowhere.
+
+    (A line to the dead pipe would raise BrokenPipeError inside the SIGTERM
+    handler, before it stopped the probe's nodes.)"""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for fd in (1, 2):
+        os.dup2(devnull, fd)
+    os.close(devnull)
+    signal.raise_signal(signal.SIGTERM)
 
 
 def _stop(child):
