@@ -362,6 +362,14 @@ class Coordinator:
                 return
             time.sleep(FINISH_POLL)
 
+    def _say_while_stopping(self, line):
+        """A line of the stop; a console that is gone (``autodist run ... | head``, a dead parent's pipe)
+        does not keep the job's processes from being stopped."""
+        try:
+            write_line(ANNOUNCE, self._sink, line)
+        except (OSError, ValueError):   # BrokenPipeError; a closed stream
+            pass
+
     def abort(self, reason=None):
         """Stop every process of the job now and remove its directories; idempotent.
 
@@ -373,8 +381,7 @@ class Coordinator:
             self._finishing = True
             self._cleanup = "running"
         if reason and first:
-            write_line(ANNOUNCE, self._sink, "job {}: {}; stopping every process of the job".format(
-                self.job_id, reason))
+            self._say_while_stopping("job {}: {}; stopping every process of the job".format(self.job_id, reason))
         self._stop.set()
         try:
             self._terminate_all()
@@ -383,7 +390,7 @@ class Coordinator:
                     try:
                         runner.remove_tree(self._workdir)
                     except (OSError, LaunchError, ValueError) as e:
-                        write_line(ANNOUNCE, self._sink, "job {}: could not remove {} on {}: {}".format(
+                        self._say_while_stopping("job {}: could not remove {} on {}: {}".format(
                             self.job_id, self._workdir, address, e))
                 runner.close()
             self._runners.clear()

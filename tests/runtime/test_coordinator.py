@@ -349,3 +349,21 @@ def test_a_signal_while_launching_stops_the_launch_and_leaves_nothing(launch, tm
     sink.flush()
     assert "stopping every process of the job" in said.read_text()
     assert signal.getsignal(signum) is before
+
+
+class _GoneConsole:
+    """A console whose reader is gone: every write fails as a dead pipe's does."""
+
+    def write(self, text):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self):
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_console_that_is_gone_does_not_keep_the_job_from_being_stopped(launch):
+    coordinator, cluster, _ = launch()
+    coordinator._sink = _GoneConsole()   # the reader left after the launch (autodist run ... | head)
+    coordinator.abort("terminated (SIGTERM)")
+    assert all(h.terminated for h in cluster.handles("server") + cluster.handles("worker"))
+    assert all(runner.closed for runner in cluster.runners.values())
