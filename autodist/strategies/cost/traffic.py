@@ -96,14 +96,20 @@ class StepTraffic:
         self._sent, self._received, self._local = {}, {}, {}
 
     def add(self, transport, src, dst, nbytes, messages=1):
-        link = self.links.setdefault((transport, src, dst), Link())
+        # the search calls this millions of times: no object is made for a link or total that exists
+        key = (transport, src, dst)
+        link = self.links.get(key)
+        if link is None:
+            link = self.links[key] = Link()
         link.bytes += nbytes
         link.messages += messages
         if src == dst:
             self._local[src] = self._local.get(src, 0.0) + nbytes
             return
         for totals, node in ((self._sent, src), (self._received, dst)):
-            total = totals.setdefault((node, transport), [0.0, 0])
+            total = totals.get((node, transport))
+            if total is None:
+                total = totals[(node, transport)] = [0.0, 0]
             total[0] += nbytes
             total[1] += messages
 
@@ -192,15 +198,17 @@ def _ps(traffic, replicas, sync, message, scale, sparse, piece_bytes):
     replicas = tuple(replicas)
     nodes = _replica_nodes(replicas)
     cpu = _cpu_nodes(replicas)
+    first = _first_replicas(replicas) if sync.proxy else None
+    add = traffic.add
     for node, count in nodes:
         if count > 1:   # the node's replicas sum their gradients first (kernel: reduce_locally)
-            traffic.add(RPC, node, node, scale * (count - 1) * message, scale * (count - 1))
-        traffic.add(RPC, node, server, scale * message, scale)
-        if sync.proxy and keeps_proxy(_first_replicas(replicas)[node], sync.destination):
-            traffic.add(RPC, server, node, scale * piece_bytes, scale)
-            traffic.add(RPC, node, node, scale * piece_bytes, scale)
+            add(RPC, node, node, scale * (count - 1) * message, scale * (count - 1))
+        add(RPC, node, server, scale * message, scale)
+        if first is not None and keeps_proxy(first[node], sync.destination):
+            add(RPC, server, node, scale * piece_bytes, scale)
+            add(RPC, node, node, scale * piece_bytes, scale)
             continue
-        traffic.add(RPC, server, node, scale * count * message, scale * count)
+        add(RPC, server, node, scale * count * message, scale * count)
         if sync.sync and node != server and server in cpu:
             key = (node, server)
             traffic.waits[key] = traffic.waits.get(key, 0) + scale
