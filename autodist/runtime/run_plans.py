@@ -15,6 +15,9 @@ rebuilds the fetch structure::
     run(train_op, {x: bx, y: by})   second time: a plan is made and cached
     run(train_op, {x: bx, y: by})   later: the cached plan
 
+A plan also counts the step's rows (``rows``, for the progress line and the
+scalars) from the arrays it feeds, without looking the feeds up again.
+
 A signature is the fetch structure and the feed keys, graph elements
 compared by identity (strings by value). A plan is made only after its
 signature ran once the ordinary way (so errors in fetches and feeds are
@@ -100,13 +103,17 @@ class _Input:
 class RunPlan:
     """One signature's names bound to a callable of the TensorFlow session (see the module docstring)."""
 
-    def __init__(self, session, names, unflatten, feeds):
-        """``feeds``: ``(copies, split axis or None)`` per feed key, in the feed dict's order."""
+    def __init__(self, session, names, unflatten, feeds, rows_axes=None):
+        """``feeds``: ``(copies, split axis or None)`` per feed key, in the feed dict's order; ``rows_axes``:
+        per feed key, the axis ``FetchMapper.rows`` counts (None: none; default: no feed counts)."""
         graph = session.graph
         self.unflatten = unflatten
         self.names = tuple(names)
         self.trains = True   # whether the call runs a training op; RunPlans sets it
         self._inputs = [_Input(graph, copies, axis) for copies, axis in feeds]
+        # rows: the first feed with an axis to count (a value that fits the plan has that axis)
+        counted = [(i, a) for i, a in enumerate(rows_axes or ()) if a is not None]
+        self._rows_of = counted[0] if counted else None
         tensors = list(dict.fromkeys(n for n in names if ":" in n))
         targets = list(dict.fromkeys(n for n in names if ":" not in n))
         self._slots = [tensors.index(n) if ":" in n else None for n in names]
@@ -122,19 +129,23 @@ class RunPlan:
         return all(graph.get_tensor_by_name(copies[0]).dtype in _PLAIN for copies, _ in feeds)
 
     def bind(self, feed_values):
-        """A function running the step with these feed values, or None if one does not fit the plan."""
-        args = []
-        for value, feed in zip(feed_values, self._inputs):
+        """``(run, rows)``: a function running the step with these feed values and the rows they feed
+        (as ``FetchMapper.rows`` counts them), or None if one does not fit the plan."""
+        args, rows = [], 0
+        for index, (value, feed) in enumerate(zip(feed_values, self._inputs)):
             parts = feed.parts(value)
             if parts is None:
                 return None
+            if self._rows_of is not None and index == self._rows_of[0]:
+                rows = sum(part.shape[self._rows_of[1]] for part in parts) if feed.axis is not None \
+                    else parts[0].shape[self._rows_of[1]]
             args.extend(parts)
         call, slots = self._callable, self._slots
 
         def run():
             values = call(*args)
             return [None if s is None else values[s] for s in slots]
-        return run
+        return run, rows
 
 
 class RunPlans:
@@ -173,7 +184,7 @@ class RunPlans:
         if not RunPlan.feeds_supported(self._session, feeds):
             return False
         try:
-            plan = RunPlan(self._session, names, unflatten, feeds)
+            plan = RunPlan(self._session, names, unflatten, feeds, [self._mapper.rows_axis(k) for k in feed_dict or {}])
         except tf.errors.OpError:
             return False
         plan.trains = self._mapper.trains(leaves)   # a training step, for the progress line

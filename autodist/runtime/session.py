@@ -178,9 +178,10 @@ class DistributedSession(tf_session.SessionInterface):
         plain = options is None and run_metadata is None and not observed
         if plain:   # a repeated signature runs its cached plan (``run_plans``)
             key, held, plan = self._plans.lookup(fetches, feed_dict, flatten_fetches)
-            step = plan.bind(feed_dict.values() if feed_dict else ()) if plan is not None else None
-            if step is not None:
-                return plan.unflatten(self._run_call(step, self._examples(feed_dict), plan.names, plan.trains))
+            bound = plan.bind(feed_dict.values() if feed_dict else ()) if plan is not None else None
+            if bound is not None:
+                step, rows = bound
+                return plan.unflatten(self._run_call(step, rows, plan.names, plan.trains))
         leaves, pack = flatten_fetches(fetches)
         self._check_graph(leaves + list(feed_dict or {}))
         names, unflatten = map_fetches(self._mapper, leaves, pack)

@@ -110,3 +110,20 @@ def test_plans_are_bounded_least_recently_used_first(job):
         plans.ran(key, held)
         keys.append(key)
     assert list(plans._entries) == keys[1:]
+
+
+def _planned(session, fetches, feed_dict):
+    """The plan a fresh RunPlans makes for a signature (its second lookup)."""
+    plans = RunPlans(session._session, session._mapper)
+    for _ in range(2):
+        key, held, plan = plans.lookup(fetches, feed_dict, lambda f: (list(f), lambda values: values))
+        plans.ran(key, held)
+    return plan
+
+
+def test_a_plan_counts_the_rows_a_step_feeds_as_the_mapper_does(job):
+    session, m = job
+    x, y = _batch(5)
+    feed = {m["y"]: y, m["x"]: x}   # split 3 + 2 over the two replicas
+    assert _planned(session, [m["pred"]], feed).bind(list(feed.values()))[1] == session._mapper.rows(feed) == 5
+    assert _planned(session, [m["w"]], None).bind([])[1] == session._mapper.rows(None) == 0, "nothing fed"
