@@ -57,7 +57,7 @@ def _free_ports(count):
 
 
 def _build(tf, task, mode):
-    """The op task ``task`` calls in ``mode``, and the initializers task 0 runs."""
+    """The op task ``task`` calls in ``mode``, the initializers task 0 runs, and whether they ran."""
     with tf.device("/job:worker/task:0/cpu:0"):
         server_var = tf.Variable(tf.zeros([_SIZE]), name="on_task_0")
     with tf.device("/job:worker/task:{}/cpu:0".format(task)):
@@ -76,7 +76,7 @@ def _build(tf, task, mode):
             out = tf.reduce_sum(tf.raw_ops.CollectiveReduceV2(
                 input=x, group_size=2, group_key=1, instance_key=1, ordering_token=[], merge_op="Add",
                 final_op="Id"))
-    return out, [server_var.initializer]
+    return out, [server_var.initializer], server_var.is_initialized()
 
 
 def child(task, mode, ports, calls, threads, pin):
@@ -95,7 +95,7 @@ def child(task, mode, ports, calls, threads, pin):
     server = tf.distribute.Server(cluster, "worker", task, config=config, start=True)
     graph = tf.Graph()
     with graph.as_default():
-        out, inits = _build(tf, task, mode)
+        out, inits, ready = _build(tf, task, mode)
     session = tf.compat.v1.Session(server.target, config=config, graph=graph)
     if task == 0:
         session.run(inits)
@@ -107,7 +107,7 @@ def child(task, mode, ports, calls, threads, pin):
             print(MARK + "[]", flush=True)
             sys.stdin.read()
             return
-        time.sleep(1.0)   # task 0 has initialized the variable
+        _await_initialized(session, ready)
     for _ in range(50):
         call()
     times = []
@@ -117,6 +117,16 @@ def child(task, mode, ports, calls, threads, pin):
         times.append(time.perf_counter() - start)
     print(MARK + json.dumps(times), flush=True)
     time.sleep(0.5)   # the other task's last collective may still need this server
+
+
+def _await_initialized(session, ready):
+    """Task 1 waits (bounded) until task 0 has initialized the variable it reads."""
+    deadline = time.monotonic() + _TIMEOUT / 2
+    while not session.run(ready):
+        if time.monotonic() > deadline:
+            raise SystemExit("transport_floor: task 0 did not initialize its variable within {:.0f} s".format(
+                _TIMEOUT / 2))
+        time.sleep(0.05)
 
 
 def _run_mode(mode, args):

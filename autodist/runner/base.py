@@ -29,8 +29,9 @@ CONNECTION_LOST = 255
 MAX_TAIL_LINES = 1000
 
 # One lock for every sink write, so lines of different nodes never interleave
-# within a line.
-_SINK_LOCK = threading.Lock()
+# within a line. Re-entrant: a signal handler (a stop's line) runs in the main
+# thread, possibly while that thread is inside a write.
+_SINK_LOCK = threading.RLock()
 
 
 class _Discard:

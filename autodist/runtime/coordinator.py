@@ -295,8 +295,8 @@ class Coordinator:
     def _still_stopping(self, what):
         """A second signal while the job is being stopped: the stop goes on, never cut short."""
         left = sum(1 for h in self.handles().values() if h.poll() is None)
-        write_line(ANNOUNCE, self._sink, "job {}: {} received while stopping the job; still stopping it ({} "
-                                         "process(es) left)".format(self.job_id, what, left))
+        self._say_while_stopping("job {}: {} received while stopping the job; still stopping it ({} "
+                                 "process(es) left)".format(self.job_id, what, left))
 
     def _interrupt_unless_seen(self, error):
         deadline = time.monotonic() + (self._interrupt_after or 0.0)

@@ -367,3 +367,35 @@ def test_a_console_that_is_gone_does_not_keep_the_job_from_being_stopped(launch)
     coordinator.abort("terminated (SIGTERM)")
     assert all(h.terminated for h in cluster.handles("server") + cluster.handles("worker"))
     assert all(runner.closed for runner in cluster.runners.values())
+
+
+def test_a_second_signal_with_the_console_gone_does_not_cut_the_stop_short(launch):
+    coordinator, cluster, _ = launch()
+    coordinator._sink = _GoneConsole()
+    coordinator._still_stopping("Ctrl-C")   # what on_repeat does while abort runs; it must not raise
+    coordinator.abort("terminated (SIGTERM)")
+    assert all(h.terminated for h in cluster.handles("server") + cluster.handles("worker"))
+
+
+def test_a_line_written_from_a_signal_handler_inside_a_write_does_not_hang():
+    import threading as _threading
+    from autodist.runner import base
+    lines = []
+
+    class Sink:
+        def write(self, text):
+            if not lines:   # a handler fires in the middle of the first write, in the same thread
+                lines.append(text)
+                base.write_line("autodist", self, "from the handler")
+                return
+            lines.append(text)
+
+        def flush(self):
+            pass
+
+    done = _threading.Event()
+    worker = _threading.Thread(target=lambda: (base.write_line("autodist", Sink(), "outer"), done.set()),
+                               daemon=True)
+    worker.start()
+    assert done.wait(10), "write_line deadlocked on its own lock"
+    assert lines == ["[autodist] outer\n", "[autodist] from the handler\n"]

@@ -5,7 +5,7 @@ need it); most builder tests use synthetic ``BuilderVariable`` lists instead.
 """
 import pytest
 
-from strategy_inputs_for_tests import _spec_from, _var  # noqa: F401 (the fixtures below use them)
+from strategy_inputs_for_tests import _spec_from, _var
 
 
 @pytest.fixture

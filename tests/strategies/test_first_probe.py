@@ -3,6 +3,7 @@ import dataclasses
 import os
 import pathlib
 import sys
+import time
 
 import pytest
 
@@ -151,28 +152,97 @@ import subprocess, sys, time
 child = subprocess.Popen([sys.executable, "-c", sys.argv[1], str(__import__("os").getpid())],
                          stdout=subprocess.PIPE, text=True)
 print(child.pid, child.stdout.readline().strip(), flush=True)
-time.sleep(60)
+time.sleep(120)
 """
 
+_PROBING_PARENT = """
+import os, sys
+from autodist.spec.resource_spec import ResourceSpec
+from autodist.strategies.cost.first_probe import probe_in_child
+probe_in_child(ResourceSpec(sys.argv[1]))
+"""
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl(PR_SET_PDEATHSIG) is Linux's")
-def test_the_probe_child_ends_with_the_chief_that_started_it():
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl(PR_SET_PDEATHSIG) is Linux's")
+
+
+@linux_only
+def test_the_probe_child_ends_with_the_chief_that_started_it_and_not_before():
     import signal
     import subprocess
-    import time
     parent = subprocess.Popen([sys.executable, "-c", _PARENT, _ARMED_CHILD], stdout=subprocess.PIPE, text=True)
     try:
         child_pid, state = parent.stdout.readline().split()
         assert state == "armed"
+        os.kill(int(child_pid), first_probe._PARENT_GONE)   # not from the kernel: the parent lives on
+        assert not _gone([int(child_pid)], timeout=1.0), "a stray signal stopped the probe"
         os.kill(parent.pid, signal.SIGKILL)   # the chief dies without a chance to stop its probe
         parent.wait(timeout=30)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and _alive(int(child_pid)):
-            time.sleep(0.05)
-        assert not _alive(int(child_pid))
+        assert _gone([int(child_pid)], timeout=30.0)
     finally:
         parent.kill()
         parent.wait(timeout=30)
+
+
+@pytest.mark.slow
+@linux_only
+def test_a_chief_killed_mid_probe_leaves_no_probe_process(tmp_path):
+    import signal
+    import subprocess
+    env = dict(os.environ, HOME=str(tmp_path))   # no calibration cache, no job directories of others
+    parent = subprocess.Popen([sys.executable, "-c", _PROBING_PARENT, TWO_NODES], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        # the probe's other node runs the protocol script: the probe is under way once it exists
+        deadline = time.monotonic() + 120
+        probe = []
+        while time.monotonic() < deadline and not any("autodist.strategies.cost.protocol" in _cmdline(p)
+                                                       for p in probe):
+            probe = _descendants(parent.pid)
+            time.sleep(0.1)
+        assert any("autodist.strategies.cost.protocol" in _cmdline(p) for p in probe), "the probe never started"
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(timeout=30)
+        # stopped, not run to its end (about 15 s more here): SIGTERM to every process and their exits
+        assert _gone(probe, timeout=8.0), [_cmdline(p) for p in probe if _alive(p)]
+        assert os.listdir(tmp_path / ".autodist" / "jobs") == [], "the probe's job directory is removed"
+    finally:
+        parent.kill()
+        parent.wait(timeout=30)
+        for pid in _descendants(parent.pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _descendants(root):
+    """Pids of the live processes below ``root`` (Linux /proc)."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open("/proc/{}/stat".format(entry)) as handle:
+                    children.setdefault(int(handle.read().split(")")[-1].split()[1]), []).append(int(entry))
+            except (FileNotFoundError, ProcessLookupError, IndexError):
+                continue
+    found, pending = [], [root]
+    while pending:
+        for child in children.get(pending.pop(), []):
+            found.append(child)
+            pending.append(child)
+    return found
+
+
+def _cmdline(pid):
+    try:
+        with open("/proc/{}/cmdline".format(pid), "rb") as handle:
+            return handle.read().replace(b"\0", b" ").decode(errors="replace")
+    except (FileNotFoundError, ProcessLookupError):
+        return ""
+
+
+def _gone(pids, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.05)
+    return not any(_alive(p) for p in pids)
 
 
 def _alive(pid):
@@ -183,13 +253,16 @@ def _alive(pid):
         return False
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl(PR_SET_PDEATHSIG) is Linux's")
+@linux_only
 def test_a_probe_child_whose_parent_is_gone_does_not_probe(spec):
     import subprocess
-    # in a child (arming changes the process that arms); pid 1 is not its parent: as if the parent had died
+    # a pid that is nobody's parent any more: a child of this test, ended and reaped
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait(timeout=60)
+    # in a child (arming changes the process that arms)
     done = subprocess.run([sys.executable, "-m", "autodist", "calibrate", "-r", TWO_NODES, "--stop-with-parent",
-                           "1"], capture_output=True, text=True, timeout=120, env=dict(os.environ))
-    assert done.returncode == 1 and "(pid 1) has ended; not probing" in done.stderr, done.stderr
+                           str(ended.pid)], capture_output=True, text=True, timeout=120, env=dict(os.environ))
+    assert done.returncode == 1 and "(pid {}) has ended; not probing".format(ended.pid) in done.stderr, done.stderr
     assert load_calibration(spec) is None
 
 

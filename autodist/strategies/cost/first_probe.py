@@ -20,6 +20,7 @@ mid-probe leaves no probe behind: the child stops as SIGTERM stops a probe,
 with the nodes it started.
 """
 import ctypes
+import functools
 import json
 import os
 import signal
@@ -38,6 +39,8 @@ PROBE_TIMEOUT = 300.0
 _STOP_GRACE = 30.0
 #: prctl(2): the signal this process gets when the thread that started it ends (Linux).
 _PR_SET_PDEATHSIG = 1
+#: The signal the kernel sends a probe child whose parent ended.
+_PARENT_GONE = signal.SIGUSR2
 
 
 def calibration_for_planning(spec, probe=True, say=None):
@@ -102,30 +105,39 @@ def stop_with_parent(parent_pid):
     """Stop this process, as SIGTERM stops a probe, when its parent ends; False if it already has.
 
     Linux only (elsewhere nothing is armed and True is returned): the kernel
-    sends SIGHUP when the parent's *thread* that started this process ends
+    sends ``_PARENT_GONE`` (SIGUSR2, which nothing else sends a probe; not
+    SIGHUP, which a terminal's hangup sends a chief kept alive by ``nohup``)
+    when the parent's *thread* that started this process ends
     (``prctl(PR_SET_PDEATHSIG)``; ``probe_in_child``'s thread waits for the
-    child, so that is the parent's end). Checking the parent's pid after
-    arming closes the race with a parent that died before."""
+    child, so that is the parent's end). The handler also checks that the
+    parent changed (the kernel re-parents first), and checking the parent's
+    pid after arming closes the race with a parent that died before."""
     try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
+        prctl = ctypes.CDLL(None).prctl
     except (OSError, AttributeError):   # not Linux: the probe runs to its own end (bounded)
         return True
-    signal.signal(signal.SIGHUP, _parent_gone)
-    if prctl(_PR_SET_PDEATHSIG, int(signal.SIGHUP), 0, 0, 0) != 0:
+    signal.signal(_PARENT_GONE, functools.partial(_parent_gone, parent_pid))
+    if prctl(_PR_SET_PDEATHSIG, int(_PARENT_GONE), 0, 0, 0) != 0:
         return True
     return os.getppid() == parent_pid
 
 
-def _parent_gone(signum, frame):
+def _parent_gone(parent_pid, signum, frame):
     """The parent, the only reader of this process's output, is gone: stop as SIGTERM does, writing nowhere.
 
     (A line to the dead pipe would raise BrokenPipeError inside the SIGTERM
     handler, before it stopped the probe's nodes.)"""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    for fd in (1, 2):
-        os.dup2(devnull, fd)
-    os.close(devnull)
-    signal.raise_signal(signal.SIGTERM)
+    if os.getppid() == parent_pid:   # sent by someone else: the parent is alive
+        return
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            for fd in (1, 2):
+                os.dup2(devnull, fd)
+        finally:
+            os.close(devnull)
+    finally:   # stopped even if the output could not be redirected
+        signal.raise_signal(signal.SIGTERM)
 
 
 def _stop(child):
