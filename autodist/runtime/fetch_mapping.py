@@ -132,7 +132,8 @@ class FetchMapper:
     def rows(self, feed_dict):
         """This node's examples in a step: the split dimension's size of the first split feed (0: none)."""
         for key, value in (feed_dict or {}).items():
-            axis = self.rows_axis(key)
+            element = self.element(key)
+            axis = None if isinstance(element, tf.Operation) else _split_axis(element.shape)
             if axis is not None and np.ndim(value) > axis:
                 return np.shape(value)[axis]
         return 0
@@ -146,11 +147,6 @@ class FetchMapper:
     def feed_copies(self, key):
         """``(copies, axis)``: the names ``key`` is fed to, and the axis a value is split along (or None)."""
         return self._feed_target(key)[1:]
-
-    def rows_axis(self, key):
-        """The axis whose size ``rows`` counts for a value fed to ``key`` (None: it counts none)."""
-        element = self.element(key)
-        return None if isinstance(element, tf.Operation) else _split_axis(element.shape)
 
     def feed(self, key, value):
         """{name in this node's graph: value} for one feed."""

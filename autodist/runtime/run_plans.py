@@ -103,17 +103,15 @@ class _Input:
 class RunPlan:
     """One signature's names bound to a callable of the TensorFlow session (see the module docstring)."""
 
-    def __init__(self, session, names, unflatten, feeds, rows_axes=None):
-        """``feeds``: ``(copies, split axis or None)`` per feed key, in the feed dict's order; ``rows_axes``:
-        per feed key, the axis ``FetchMapper.rows`` counts (None: none; default: no feed counts)."""
+    def __init__(self, session, names, unflatten, feeds):
+        """``feeds``: ``(copies, split axis or None)`` per feed key, in the feed dict's order."""
         graph = session.graph
         self.unflatten = unflatten
         self.names = tuple(names)
         self.trains = True   # whether the call runs a training op; RunPlans sets it
         self._inputs = [_Input(graph, copies, axis) for copies, axis in feeds]
-        # rows: the first feed with an axis to count (a value that fits the plan has that axis)
-        counted = [(i, a) for i, a in enumerate(rows_axes or ()) if a is not None]
-        self._rows_of = counted[0] if counted else None
+        # rows, as FetchMapper.rows counts them: the split axis of the first feed that has one
+        self._rows_of = next(((i, axis) for i, (_, axis) in enumerate(feeds) if axis is not None), None)
         tensors = list(dict.fromkeys(n for n in names if ":" in n))
         targets = list(dict.fromkeys(n for n in names if ":" not in n))
         self._slots = [tensors.index(n) if ":" in n else None for n in names]
@@ -136,9 +134,8 @@ class RunPlan:
             parts = feed.parts(value)
             if parts is None:
                 return None
-            if self._rows_of is not None and index == self._rows_of[0]:
-                rows = sum(part.shape[self._rows_of[1]] for part in parts) if feed.axis is not None \
-                    else parts[0].shape[self._rows_of[1]]
+            if self._rows_of is not None and index == self._rows_of[0]:   # one part, or the split parts
+                rows = sum(part.shape[self._rows_of[1]] for part in parts)
             args.extend(parts)
         call, slots = self._callable, self._slots
 
@@ -184,7 +181,7 @@ class RunPlans:
         if not RunPlan.feeds_supported(self._session, feeds):
             return False
         try:
-            plan = RunPlan(self._session, names, unflatten, feeds, [self._mapper.rows_axis(k) for k in feed_dict or {}])
+            plan = RunPlan(self._session, names, unflatten, feeds)
         except tf.errors.OpError:
             return False
         plan.trains = self._mapper.trains(leaves)   # a training step, for the progress line

@@ -198,17 +198,15 @@ def _ps(traffic, replicas, sync, message, scale, sparse, piece_bytes):
     replicas = tuple(replicas)
     nodes = _replica_nodes(replicas)
     cpu = _cpu_nodes(replicas)
-    first = _first_replicas(replicas) if sync.proxy else None
-    add = traffic.add
     for node, count in nodes:
         if count > 1:   # the node's replicas sum their gradients first (kernel: reduce_locally)
-            add(RPC, node, node, scale * (count - 1) * message, scale * (count - 1))
-        add(RPC, node, server, scale * message, scale)
-        if first is not None and keeps_proxy(first[node], sync.destination):
-            add(RPC, server, node, scale * piece_bytes, scale)
-            add(RPC, node, node, scale * piece_bytes, scale)
+            traffic.add(RPC, node, node, scale * (count - 1) * message, scale * (count - 1))
+        traffic.add(RPC, node, server, scale * message, scale)
+        if sync.proxy and keeps_proxy(_first_replicas(replicas)[node], sync.destination):
+            traffic.add(RPC, server, node, scale * piece_bytes, scale)
+            traffic.add(RPC, node, node, scale * piece_bytes, scale)
             continue
-        add(RPC, server, node, scale * count * message, scale * count)
+        traffic.add(RPC, server, node, scale * count * message, scale * count)
         if sync.sync and node != server and server in cpu:
             key = (node, server)
             traffic.waits[key] = traffic.waits.get(key, 0) + scale
