@@ -109,6 +109,10 @@ def _to_message(item):
     msg.info.table_initializers.extend(item.info.table_initializers)
     msg.info.savers.extend(s.SerializeToString(deterministic=True) for s in item.info.savers)
     msg.train_ops.extend(item.train_op_names)
+    for train_op, ops in item.micro_step_ops.items():
+        msg.micro_steps.add(train_op=train_op, ops=ops)
+    msg.accumulation_steps = item.accumulation_steps or 0
+    msg.every_step_train_ops.extend(item.every_step_train_ops)
     if item.optimizer is not None:
         msg.optimizer.class_path = class_path(item.optimizer)
         msg.optimizer.args.extend(encode_arg(a) for a in item.optimizer_args)
@@ -145,6 +149,9 @@ def read_graph_item(cls, path):
                    dense_shape=p.grad_dense_shape, update_op=p.update_op)
         for p in msg.grad_target_pairs)
     item.extend_train_ops(list(msg.train_ops))
+    for micro in msg.micro_steps:
+        item.extend_micro_step_ops(micro.train_op, list(micro.ops), msg.accumulation_steps)
+    item.mark_every_step(list(msg.every_step_train_ops))
     if msg.optimizer.class_path:
         item.extend_optimizer_info(load_class(msg.optimizer.class_path),
                                    *[decode_arg(a) for a in msg.optimizer.args],

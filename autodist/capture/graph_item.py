@@ -91,6 +91,9 @@ class GraphItem:
         self._graph = graph
         self._records = {}  # target tensor name -> GradRecord, in insertion order
         self._train_ops = []  # names of the ops apply_gradients returned
+        self._micro_steps = {}  # train op name -> names of the ops a micro-step runs besides accumulating
+        self._every_step = []  # train ops never accumulated (synchronized at every micro-step)
+        self.accumulation_steps = None  # Keras' own gradient_accumulation_steps, if an optimizer set it
         self._record_version = 0
         self.optimizer = None
         self.optimizer_args = ()
@@ -176,6 +179,35 @@ class GraphItem:
         """Names of the recorded train ops (returned by the captured ``apply_gradients`` calls)."""
         return list(self._train_ops)
 
+    def extend_micro_step_ops(self, train_op, ops, steps):
+        """Record Keras' own gradient accumulation: ``train_op`` updates every ``steps`` calls, and ``ops`` are
+        what the calls in between run besides accumulating (``autodist.capture.keras_apply``)."""
+        if self.accumulation_steps not in (None, steps):
+            raise GraphItemError("two optimizers accumulate gradients over different numbers of steps ({} and {}); "
+                                 "one job synchronizes every k steps: give them the same "
+                                 "gradient_accumulation_steps".format(self.accumulation_steps, steps))
+        self.accumulation_steps = steps
+        self._micro_steps[op_name(train_op)] = [op_name(op) for op in ops]
+        self._touch()
+
+    @property
+    def micro_step_ops(self):
+        """{train op name: the op names its micro-steps run besides accumulating} (Keras' own accumulation)."""
+        return {name: list(ops) for name, ops in self._micro_steps.items()}
+
+    def mark_every_step(self, train_ops):
+        """Never accumulate these train ops' gradients: they update and synchronize at every call."""
+        for op in train_ops:
+            name = op_name(op)
+            if name not in self._every_step:
+                self._every_step.append(name)
+        self._touch()
+
+    @property
+    def every_step_train_ops(self):
+        """Train ops that update at every call, also when the job accumulates gradients."""
+        return list(self._every_step)
+
     def extend_gradient_info_by_names(self, grads, targets):
         """Add (gradient, target) pairs given by tensor names of this item's graph."""
         graph = self.graph
@@ -202,6 +234,9 @@ class GraphItem:
         """Copy the gradient records (and optimizer info) of another GraphItem."""
         self._records = dict(other._records)
         self._train_ops = list(other._train_ops)
+        self._micro_steps = {name: list(ops) for name, ops in other._micro_steps.items()}
+        self._every_step = list(other._every_step)
+        self.accumulation_steps = other.accumulation_steps
         self.optimizer = other.optimizer
         self.optimizer_args = tuple(other.optimizer_args)
         self.optimizer_kwargs = dict(other.optimizer_kwargs)

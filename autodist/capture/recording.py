@@ -30,6 +30,8 @@ import threading
 import tensorflow as tf
 
 from autodist.capture.keras import optimizer_base as keras_optimizer_base, ordered_train_op
+from autodist.capture.keras_apply import (accumulating_update, accumulation_steps_of, check_supported, guard_writes,
+                                          micro_step_ops, order_after_earlier_reads, straight_line_conds)
 from autodist.capture.queries import is_variable_write, ops_since, source_op, variable_handle
 
 __all__ = ["default_graph_item", "get_default_graph_item", "wrap_optimizer_init",
@@ -144,20 +146,36 @@ def _apply_and_record(item, fn, optimizer, args, kwargs):
     call_args, call_kwargs = rebuild()
     graph = tf.compat.v1.get_default_graph()
     first_id = graph.version + 1
-    result = fn(optimizer, *call_args, **call_kwargs)
-    if variables is None:  # Keras apply() with the variables it was built with
-        variables = list(optimizer._trainable_variables)
-    new_ops = ops_since(graph, first_id)
     if isinstance(optimizer, keras_optimizer_base()):
-        result = ordered_train_op(graph, new_ops, optimizer)
+        result, new_ops, micro = _keras_apply(graph, fn, optimizer, variables, call_args, call_kwargs)
+        if variables is None:  # Keras apply() with the variables it was built with
+            variables = list(optimizer._trainable_variables)
+    else:
+        result, micro = fn(optimizer, *call_args, **call_kwargs), []
+        new_ops = ops_since(graph, first_id)
     _record_pairs(item, grads, variables, new_ops)
-    if isinstance(result, tf.Operation):
-        item.extend_train_ops([result])
-    elif isinstance(result, tf.Tensor):
-        item.extend_train_ops([result.op])
+    train = result.op if isinstance(result, tf.Tensor) else result
+    if isinstance(train, tf.Operation):
+        item.extend_train_ops([train])
+        steps = accumulation_steps_of(optimizer) if isinstance(optimizer, keras_optimizer_base()) else None
+        if steps:
+            item.extend_micro_step_ops(train, micro, steps)
     if item.optimizer is None:
         item.extend_optimizer_info(type(optimizer))
     return result
+
+
+def _keras_apply(graph, fn, optimizer, variables, call_args, call_kwargs):
+    """A Keras ``apply`` built straight-line and ordered (``capture.keras_apply``): (train op, new ops, micro ops)."""
+    check_supported(optimizer)
+    first_id = graph.version + 1
+    with straight_line_conds(graph) as guards, accumulating_update(optimizer, variables or ()):
+        fn(optimizer, *call_args, **call_kwargs)
+    new_ops = ops_since(graph, first_id)
+    order_after_earlier_reads(new_ops, first_id)
+    result = ordered_train_op(graph, new_ops, optimizer)
+    guard_writes(graph, guards)
+    return result, new_ops, micro_step_ops(optimizer, graph)
 
 
 def _record_pairs(item, grads, variables, new_ops):

@@ -17,6 +17,17 @@ apply part write which variable, and the variable's *slots*: the other
 variables whose updates depend on its gradient (Adam's m and v, Momentum's
 accumulator). A parameter-server variable and its slots live together on the
 server and are written by exactly one apply per step.
+
+Some optimizer options make one variable's update depend on the gradients of
+others (``global_clipnorm``'s norm, loss scaling's "every gradient is
+finite"): those variables are *coupled*. State written from several coupled
+gradients that is not any one variable's slot (a loss scale, a step counter
+that counts only finite steps) is *shared state*, kept with its first owner::
+
+    g_a --+--> norm --> clip(g_a) --> a -= ...        a, b coupled (one group)
+    g_b --+            clip(g_b) --> b -= ...
+    g_a, g_b --> finite --> scale = where(finite, ...)   scale: shared by a and b
+    g_a --> m_a = ... --> a -= f(m_a)                     m_a: a's slot (read into a's update only)
 """
 import dataclasses
 import functools
@@ -71,9 +82,16 @@ class GraphAnalysis:
     update_ops: Dict[str, str]
     writes: Dict[str, str]          # apply op name -> variable op it writes
     slots: Dict[str, Tuple[str, ...]]
+    shared_state: Dict[str, Tuple[str, ...]] = dataclasses.field(default_factory=dict)  # state -> its owners
+    couplings: Tuple[FrozenSet[str], ...] = ()   # groups of variables whose updates read each other's gradients
     input_pipeline: FrozenSet[str] = frozenset()  # iterators, their datasets and initializers
     state_ops: Dict[str, FrozenSet[str]] = dataclasses.field(default_factory=dict)
     deterministic: FrozenSet[str] = frozenset()   # variables every process initializes identically
+
+    def owned_state(self, var_op):
+        """``var_op``'s slots and the shared state it keeps (shared state goes with its first owner)."""
+        return tuple(self.slots[var_op]) + tuple(s for s, owners in sorted(self.shared_state.items())
+                                                 if owners[0] == var_op)
 
     @functools.cached_property
     def writes_by_target(self):
@@ -264,7 +282,7 @@ def _state_ops(analysis, var_op, users):
     outside it (rare: a fetched optimizer internal) is left out together with
     everything it is computed from, so the graph stays valid.
     """
-    owned = {var_op} | set(analysis.slots[var_op])
+    owned = {var_op} | set(analysis.owned_state(var_op))
     apply_ops = analysis.apply_ops
     touching = set().union(*(users.get(v, set()) for v in owned))
     members, stack = set(), list(touching)
@@ -291,7 +309,7 @@ def _link(item, variables, creation, apply_ops, train_ops, grads, grad_info):
         op = graph.get_operation_by_name(name)
         if is_variable_write(op) and op.inputs:
             writes[name] = resource_source(op.inputs[0]).name
-    grad_inputs, slots = {}, {}
+    grad_inputs, reached = {}, {}
     for var_op, parts in grads.items():
         entries = []
         for component, tensor in parts.items():
@@ -300,17 +318,65 @@ def _link(item, variables, creation, apply_ops, train_ops, grads, grad_info):
                     entries.extend(GradInput(consumer.name, i, component)
                                    for i, t in enumerate(consumer.inputs) if t is tensor)
         grad_inputs[var_op] = entries
-        reached = [op for op in forward_ops(list(parts.values()), apply_ops) if is_variable_write(op)]
-        owned = set()
-        for op in reached:
-            owned.add(writes[op.name])
-            owned.update(resource_source(t).name for t in op.inputs if t.dtype == tf.resource)
-        owned.discard(var_op)
-        slots[var_op] = tuple(sorted(v for v in owned if v in variables))
+        reached[var_op] = forward_ops(list(parts.values()), apply_ops)
+    slots, shared = _slots(graph, variables, apply_ops, writes, reached)
     return GraphAnalysis(
         graph=graph, variables=variables, creation_ops=creation, apply_ops=apply_ops,
         train_ops=tuple(op.name for op in train_ops), grad_inputs=grad_inputs,
         grad_tensors={v: {c: t.name for c, t in parts.items()} for v, parts in grads.items()},
         sparse={v: "values" in parts for v, parts in grads.items()},
         update_ops={v: update.name for v, (_, _, update) in grad_info.items()},
-        writes=writes, slots=slots)
+        writes=writes, slots=slots, shared_state=shared, couplings=_couplings(reached))
+
+
+def _slots(graph, variables, apply_ops, writes, reached):
+    """``(slots, shared state)`` from the writes each gradient reaches (see the module docstring).
+
+    A state variable written from one variable's gradient is that variable's
+    slot. Written from several (a coupling passes through it), it is the slot
+    of the one variable whose update reads it (Adam's m under a global norm),
+    else shared state of all of them.
+    """
+    candidates = {}
+    for var_op, ops in reached.items():
+        for op in ops:
+            if not is_variable_write(op):
+                continue
+            owned = {writes[op.name]} | {resource_source(t).name for t in op.inputs if t.dtype == tf.resource}
+            for state in owned:
+                if state != var_op and state in variables and state not in reached:
+                    candidates.setdefault(state, set()).add(var_op)
+    slots, shared = {v: [] for v in reached}, {}
+    users = resource_users(graph, apply_ops) if any(len(o) > 1 for o in candidates.values()) else {}
+    for state, owners in sorted(candidates.items()):
+        if len(owners) > 1:
+            readers = {v for v in owners if _read_into(graph, state, v, users, apply_ops, writes)}
+            owners = readers if len(readers) == 1 else owners
+        if len(owners) == 1:
+            slots[next(iter(owners))].append(state)
+        else:
+            shared[state] = tuple(sorted(owners))
+    return {v: tuple(sorted(s)) for v, s in slots.items()}, shared
+
+
+def _read_into(graph, state, var_op, users, apply_ops, writes):
+    """Whether ``state`` is an input of ``var_op``'s update: a resource of its write, or read into it."""
+    targets = {graph.get_operation_by_name(name) for name, target in writes.items() if target == var_op}
+    if any(resource_source(t).name == state for op in targets for t in op.inputs if t.dtype == tf.resource):
+        return True
+    reads = [op for op in users.get(state, ()) if not is_variable_write(op)]
+    return bool(forward_ops([t for op in reads for t in op.outputs], apply_ops) & targets)
+
+
+def _couplings(reached):
+    """Groups (of two or more) of variables some apply op of which two or more gradients reach."""
+    group = {v: {v} for v in reached}
+    by_op = {}
+    for var_op, ops in reached.items():
+        for op in ops:
+            by_op.setdefault(op, []).append(var_op)
+    for owners in by_op.values():
+        merged = set().union(*(group[v] for v in owners))
+        for v in merged:
+            group[v] = merged
+    return tuple(sorted({frozenset(g) for g in group.values() if len(g) > 1}, key=sorted))

@@ -154,20 +154,40 @@ def _variable(var_op, entry, sparse):
 
 
 def _ps_state(analysis, variables):
-    """{parameter-server variable or one of its slots: the parameter-server variable}."""
+    """{parameter-server variable, one of its slots or shared state it keeps: the parameter-server variable}."""
     ps_state = {}
     for var in variables.values():
         if var.kind != "ps":
             continue
-        for owned in (var.op_name,) + analysis.slots[var.op_name]:
-            if owned in ps_state and ps_state[owned] != var.op_name:
-                raise TransformError("is a slot of both '{}' and '{}'".format(ps_state[owned], var.op_name),
-                                     pass_name=STEP_NAME, variable=owned)
+        for owned in (var.op_name,) + analysis.owned_state(var.op_name):
             if owned in variables and variables[owned].kind == "ar":
                 raise TransformError("is all-reduced but is also state of parameter-server variable '{}'"
                                      .format(var.op_name), pass_name=STEP_NAME, variable=owned)
             ps_state[owned] = var.op_name
     return ps_state
+
+
+def _check_couplings(analysis, variables):
+    """Coupled variables (one's update reads another's gradient) must be applied by the same replicas.
+
+    Under one synchronizer that holds: all-reduced variables are applied by
+    every replica from the same mean gradients, synchronous parameter-server
+    variables by the chief's first replica from the aggregated ones.
+    """
+    for group in analysis.couplings:
+        kinds = {variables[v].kind for v in group}
+        names = ", ".join("'{}' ({})".format(v, variables[v].kind) for v in sorted(group))
+        if len(kinds) > 1:
+            raise TransformError("the optimizer couples these variables' updates (e.g. global_clipnorm, or a loss "
+                                 "scale that skips a step when any gradient is not finite), but the strategy "
+                                 "synchronizes them differently: {}; plan them with one kind of synchronizer "
+                                 "(AllReduce, or a parameter-server builder)".format(names), pass_name=STEP_NAME)
+        if kinds == {"ps"}:
+            modes = {(variables[v].synchronizer.sync, variables[v].synchronizer.staleness) for v in group}
+            if len(modes) > 1:
+                raise TransformError("the optimizer couples these variables' updates, but the strategy gives them "
+                                     "different sync/staleness settings: {}; give them the same".format(names),
+                                     pass_name=STEP_NAME)
 
 
 def assign(analysis, entries, node):
@@ -180,6 +200,7 @@ def assign(analysis, entries, node):
             raise TransformError("has a gradient but no entry in the strategy; build the strategy "
                                  "from this graph", pass_name=STEP_NAME, variable=var_op)
         variables[var_op] = _variable(var_op, synchronized[var_op], analysis.sparse[var_op])
+    _check_couplings(analysis, variables)
     ps_state = _ps_state(analysis, variables)
     shared_devices = {}
     for owned, owner in ps_state.items():

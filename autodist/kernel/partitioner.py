@@ -27,6 +27,7 @@ from autodist import graph_editor as ge
 from autodist.errors import TransformError
 from autodist.capture.graph_item import GraphItem
 from autodist.kernel import partition_ops as pops
+from autodist.kernel import shard_apply
 from autodist.kernel.analysis import analyze, apply_subgraph
 from autodist.kernel.base import PassResult
 from autodist.kernel.names import shard_name
@@ -105,12 +106,19 @@ class _Rewrite:
             raise TransformError("has sparse gradients and can only be split on axis 0", pass_name="partition",
                                  variable=var_op)
         state = [var_op] + list(self.analysis.slots[var_op])
+        for slot in state[1:]:
+            if self._var_def(slot).shape != facts.shape:
+                raise TransformError("its optimizer slot '{}' has the shape {}, not the variable's {} (factored "
+                                     "moments, as Adafactor keeps): the slot cannot be split with the variable; use "
+                                     "a builder that does not partition it".format(
+                                         slot, self._var_def(slot).shape, facts.shape),
+                                     pass_name="partition", variable=var_op)
         shards = {s: self._shards(s, sizes, axis) for s in state}
         aliases = {}
         for s in state:
             aliases.update(self._rewire_reads(s, shards[s], sizes, axis))
         grads = self._split_grad(var_op, sizes, axis)
-        self._clone_apply(var_op, state, shards, grads)
+        self._clone_apply(var_op, state, shards, grads, sizes, axis)
         return PartitionInfo(var_op=var_op, axis=axis, shards=tuple(v.op.name for v in shards[var_op]),
                              sizes=tuple(sizes), slots={s: tuple(v.op.name for v in shards[s]) for s in state[1:]},
                              aliases=aliases)
@@ -151,6 +159,8 @@ class _Rewrite:
             replacement = self._replace_read(consumer, var_op, shards, sizes, axis)
             if replacement is not None:
                 ge.reroute_ts(replacement, consumer.outputs[0])
+                for waiting in consumer._control_outputs:   # e.g. a write ordered after this read
+                    waiting._add_control_inputs([replacement.op])
             self.drop.add(consumer.name)
         return aliases
 
@@ -189,29 +199,75 @@ class _Rewrite:
             grads.append(shard)
         return grads
 
-    def _clone_apply(self, var_op, state, shards, grads):
+    def _clone_apply(self, var_op, state, shards, grads, sizes, axis):
+        """Clone the variable's update per shard; ops that need the whole variable read the shards joined
+        (``shard_apply``: a norm, a finite flag, a matrix product)."""
         ops, writes = apply_subgraph(self.analysis, var_op, graph=self.graph)
         if not writes:
             raise TransformError("has no update op in the apply graph", pass_name="partition", variable=var_op)
         originals = {c: self.graph.get_tensor_by_name(t) for c, t in self.analysis.grad_tensors[var_op].items()}
+        handles = {s: self.graph.get_tensor_by_name(self._var_def(s).name) for s in state}
+        sparse = self.analysis.sparse[var_op]
+        shard_plan = shard_apply.plan(ops, set(originals.values()) | set(handles.values()), set(writes), sparse,
+                                      var_op)
         update = self.graph.get_operation_by_name(self.analysis.update_ops[var_op])
+        sliced = {} if sparse else self._sliced_inputs(var_op, shard_plan, sizes, axis)
         copies = {w.name: [] for w in writes}
-        records = []
+        records, infos = [], []
         for i, grad in enumerate(grads):
             replacements = {originals[c]: grad[c] for c in originals}
-            for s in state:
-                replacements[self.graph.get_tensor_by_name(self._var_def(s).name)] = shards[s][i].handle
-            _, info = ge.copy_with_input_replacements(ge.sgv(sorted(ops, key=lambda o: o._id)), replacements,
-                                                      dst_graph=self.graph,
+            replacements.update((handles[s], shards[s][i].handle) for s in state)
+            replacements.update((t, pieces[i]) for t, pieces in sliced.items())
+            _, info = ge.copy_with_input_replacements(ge.sgv(sorted(shard_plan.sharded, key=lambda o: o._id)),
+                                                      replacements, dst_graph=self.graph,
                                                       dst_scope=shard_name(var_op, i) + "/AutoDist-Apply")
+            infos.append(info)
             for w in writes:
                 copies[w.name].append(info.transformed(w).name)
             records.append((_grad_value(grad), shards[var_op][i], info.transformed(update)))
+        self._join_for_whole_ops(var_op, shard_plan, infos, originals, grads, axis)
         self.records[var_op] = records
         for w in writes:
             self.noops[w.name] = copies[w.name]
-        kept = {op for op in ops if any(c not in ops for t in op.outputs for c in t.consumers())}
-        self.drop |= {op.name for op in ops if op not in writes and op not in kept}
+        self.drop |= {op.name for op in _unused(shard_plan.sharded, set(writes))}
+
+    def _sliced_inputs(self, var_op, shard_plan, sizes, axis):
+        """{input of a sharded op that has the variable's full size along the split axis: its pieces}."""
+        facts = self._var_def(var_op)
+        rank, dim = facts.shape.rank, facts.shape.as_list()[axis]
+        sliced = {}
+        for op in shard_plan.sharded:
+            for position, t in enumerate(op.inputs):
+                if t in shard_plan.tensors or t.dtype == tf.resource or t in sliced or \
+                        shard_apply.passed_through(op, position, shard_plan.tensors):
+                    continue
+                try:
+                    index = shard_apply.slice_index(t, axis, rank, dim)
+                except ValueError as e:
+                    raise TransformError("op '{}' reads '{}', which {}: its update cannot run per shard"
+                                         .format(op.name, t.name, e), pass_name="partition", variable=var_op,
+                                         op=op.name) from None
+                if index is not None:
+                    with tf.name_scope(var_op + "/AutoDist-SliceForShards"):
+                        sliced[t] = tf.split(t, sizes, axis=index)
+        return sliced
+
+    def _join_for_whole_ops(self, var_op, shard_plan, infos, originals, grads, axis):
+        """Feed each op that needs the whole variable the shards' values joined along the split axis."""
+        by_original = {t: [g[c] for g in grads] for c, t in originals.items()}
+        joined = {}
+        for op in sorted(shard_plan.whole, key=lambda o: o._id):
+            for index, t in enumerate(op.inputs):
+                if t in by_original:
+                    pieces = by_original[t]
+                elif t in shard_plan.tensors:
+                    pieces = [info.transformed(t) for info in infos]
+                else:
+                    continue
+                if t not in joined:
+                    with tf.name_scope(var_op + "/AutoDist-Joined"):
+                        joined[t] = tf.concat(pieces, axis=0 if self.analysis.sparse[var_op] else axis)
+                op._update_input(index, joined[t])
 
     def result(self, item, work):
         """The partitioned GraphItem (GraphDef-backed) with shard records and info."""
@@ -230,6 +286,24 @@ class _Rewrite:
         if item.optimizer is not None:
             out.extend_optimizer_info(item.optimizer, *item.optimizer_args, **item.optimizer_kwargs)
         return out
+
+
+def _unused(candidates, writes):
+    """The ops among ``candidates`` but ``writes`` (they become NoOps) that nothing else reads any more.
+
+    Their clones replace them. An op read by a kept op stays (an IdentityN all
+    gradients pass through is kept for the other variables, and so is what
+    feeds it).
+    """
+    dropped = set(candidates) | set(writes)
+    changed = True
+    while changed:
+        changed = False
+        for op in list(dropped):
+            if any(c not in dropped for t in op.outputs for c in t.consumers()):
+                dropped.discard(op)
+                changed = True
+    return dropped - set(writes)
 
 
 def _grad_value(grad):

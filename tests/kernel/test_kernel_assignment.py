@@ -153,19 +153,43 @@ def test_variable_errors_name_the_variable(analysis):
         assign(analysis, read_entries(no_synchronizer), _node())
 
 
-def test_a_slot_cannot_be_all_reduced_while_its_owner_is_on_a_server():
+def test_coupled_variables_cannot_be_synchronized_differently():
     def build():
         w = tf1.get_variable("w", initializer=tf.ones([2]))
         v = tf1.get_variable("v", initializer=tf.ones([2]))
         gw, gv = tf.gradients(tf.reduce_sum(w * v), [w, v])
-        # v is updated from w's gradient too: it is w's slot, and has a gradient of its own
+        # v is updated from w's gradient too: the two are coupled (v has a gradient of its own: not w's slot)
         train = tf.group(w.assign_sub(gw), v.assign_sub(gw + gv))
         return gw, gv, w, v, train
     item, (gw, gv, w, v, train) = capture(build)
     item.extend_gradient_info([gw, gv], [w, v])
     item.extend_train_ops([train])
     analysis = analyze(item)
-    assert analysis.slots["w"] == ("v",)
+    assert analysis.slots["w"] == () and analysis.couplings == (frozenset({"w", "v"}),)
     strategy = make_strategy([T0C0], ps={"w": dict(device=T0C0)}, ar={"v": {}})
-    with pytest.raises(TransformError, match="all-reduced but is also state of parameter-server variable 'w'"):
+    with pytest.raises(TransformError, match="couples these variables' updates.*'v' \\(ar\\), 'w' \\(ps\\)"):
         assign(analysis, read_entries(strategy), _node(num_tasks=1))
+
+
+def test_state_written_from_coupled_gradients_is_shared_and_kept_with_its_first_owner():
+    def build():
+        w = tf1.get_variable("w", initializer=tf.ones([2]))
+        v = tf1.get_variable("v", initializer=tf.ones([2]))
+        m = tf1.get_variable("m", initializer=tf.zeros([2]), trainable=False)
+        scale = tf1.get_variable("scale", initializer=tf.ones([]), trainable=False)
+        gw, gv = tf.gradients(tf.reduce_sum(w * v), [w, v])
+        finite = tf.logical_and(tf.reduce_all(tf.math.is_finite(gw)), tf.reduce_all(tf.math.is_finite(gv)))
+        m_new = m.assign_add(tf.where(finite, gw, 0.0))   # both gradients reach it; read into w's update only
+        train = tf.group(w.assign_sub(tf.where(finite, m_new, 0.0)), v.assign_sub(tf.where(finite, gv, 0.0)),
+                         scale.assign(tf.where(finite, scale * 2.0, scale * 0.5)))
+        return gw, gv, w, v, train
+    item, (gw, gv, w, v, train) = capture(build)
+    item.extend_gradient_info([gw, gv], [w, v])
+    item.extend_train_ops([train])
+    analysis = analyze(item)
+    assert analysis.slots == {"w": ("m",), "v": ()}
+    assert analysis.shared_state == {"scale": ("v", "w")}
+    assert analysis.owned_state("v") == ("scale",) and analysis.owned_state("w") == ("m",)
+    strategy = make_strategy([T0C0], ps={"w": dict(device=T0C0), "v": dict(device=T0C0)})
+    assignment = assign(analysis, read_entries(strategy), _node(num_tasks=1))
+    assert assignment.ps_state == {"w": "w", "m": "w", "v": "v", "scale": "v"}

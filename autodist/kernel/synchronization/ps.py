@@ -35,6 +35,7 @@ slots and the optimizer's step counters advance once per step.
 """
 import tensorflow as tf
 
+from autodist.capture.queries import op_of
 from autodist.kernel.names import host_cpu
 from autodist.kernel.synchronization import proxy, slices, staleness, wiring
 
@@ -227,6 +228,11 @@ def _wire(editor, assignment, applied, global_sync, step_op):
         if var.op_name in applied:
             applier = assignment.local[0].prefix
             wiring.reroute_gradient(editor, assignment.analysis, var.op_name, applier, applied[var.op_name])
+            # Every write of the variable's state waits for the aggregated gradient, also one that does not
+            # read it (AdamW's decay): only then has every replica of the job read the variable this step.
+            gradient_ops = sorted({op_of(t) for t in applied[var.op_name].values()})
+            for write in wiring.state_writes(assignment, var.op_name):
+                editor.add_control_inputs(applier + write, gradient_ops)
         for replica in assignment.local:
             if replica.prefix != applier:
                 wiring.disable_writes(editor, assignment, var.op_name, replica.prefix, [step_op])

@@ -30,8 +30,8 @@ def reroute_gradient(editor, analysis, var_op, prefix, new_components):
 
 
 def shared_state_of(assignment, var_op):
-    """The parameter-server variable and its slots (op names)."""
-    return {var_op} | set(assignment.analysis.slots[var_op])
+    """The parameter-server variable, its slots and the shared state it keeps (op names)."""
+    return {var_op} | set(assignment.analysis.owned_state(var_op))
 
 
 def state_writes(assignment, var_op):
