@@ -26,7 +26,7 @@ the ``apply`` call, which is the order Keras runs them in.
 Gradient accumulation (``gradient_accumulation_steps=k``) is the kernel's, not
 Keras': synchronizing every micro-batch would cost k times the traffic. The
 captured ``apply`` is Keras' update step, fed the mean over the k micro-batches
-(``accumulating_update``); what Keras also does on the k-1 other calls (count
+(``straight_update``); what Keras also does on the k-1 other calls (count
 ``iterations``, move the EMA) becomes the train op's *micro-step* ops
 (``micro_step_ops``), which the session runs instead of the update on those
 calls (``autodist.kernel.accumulate``).
@@ -40,7 +40,7 @@ from autodist.capture.queries import is_variable_write, ops_since, source_op, tf
 from autodist.errors import CaptureError
 
 __all__ = ["straight_line_conds", "guard_writes", "order_after_earlier_reads", "check_supported",
-           "accumulation_steps_of", "accumulating_update", "micro_step_ops"]
+           "accumulation_steps_of", "straight_update", "build_optimizer", "micro_step_ops"]
 
 _local = threading.local()
 
@@ -118,8 +118,9 @@ def _branch(graph, guards, guard, fn):
 
 
 def _select(pred, taken, other):
-    """The cond's result: each output of the branch ``pred`` chooses."""
-    if taken is None and other is None:
+    """The cond's result: each output of the branch ``pred`` chooses (None when a branch returns nothing:
+    a cond kept for its updates)."""
+    if taken is None or other is None:
         return None
     try:
         tf.nest.assert_same_structure(taken, other)
@@ -234,42 +235,76 @@ def accumulation_steps_of(optimizer):
 
 
 @contextlib.contextmanager
-def accumulating_update(optimizer, variables):
-    """Within the block, ``optimizer``'s apply builds Keras' update step for gradients already averaged.
+def straight_update(optimizer, variables):
+    """Within the block, ``optimizer``'s apply (and its inner optimizers') builds its update straight-line.
 
-    The kernel feeds the apply the mean over the k micro-batches, so the
-    update is Keras' ``_update_step_fn`` without its accumulators: clipping,
-    weight decay, ``update_step`` with ``iterations`` and the learning rate as
-    Keras computes them at that call, then the EMA. The optimizer's methods
-    are restored on exit, also after an exception. No-op without accumulation.
+    Keras' ``_backend_apply_gradients`` compares tensors with ``==``, which in
+    a tf1 graph compares the Python objects: the EMA overwrite never happens,
+    and accumulation would never update. Where that matters (an
+    ``ema_overwrite_frequency``, ``gradient_accumulation_steps``) the update
+    is built here from Keras' own pieces: clipping, weight decay,
+    ``update_step`` with ``iterations`` and the learning rate as Keras computes
+    them at that call, the EMA and its overwrite (``keras.ops.cond``, built
+    straight-line by ``straight_line_conds``). With accumulation the gradients
+    are already the mean over the k micro-batches (the kernel accumulates), so
+    there are no Keras accumulators. The optimizers' methods are restored on
+    exit, also after an exception.
     """
-    if not accumulation_steps_of(optimizer):
+    with contextlib.ExitStack() as stack:
+        for target in [optimizer] + _inner_optimizers(optimizer):
+            if accumulation_steps_of(target) or (target.use_ema and target.ema_overwrite_frequency):
+                stack.enter_context(_straight_backend_apply(target, variables))
         yield
-        return
+
+
+@contextlib.contextmanager
+def _straight_backend_apply(optimizer, variables):
     overwritten = _overwrites_with_gradient(optimizer, variables)
-    if overwritten:
+    if overwritten and accumulation_steps_of(optimizer):
         raise CaptureError("{}(gradient_accumulation_steps=...) on variables with overwrite_with_gradient ({}) "
                            "is not supported".format(_class_name(optimizer), overwritten[0].path))
-    saved_build, steps = optimizer.build, optimizer.gradient_accumulation_steps
+    saved_build = optimizer.build
 
-    def build(var_list):   # no Keras accumulators: the kernel keeps its own
-        optimizer.gradient_accumulation_steps = None
-        try:
-            saved_build(var_list)
-        finally:
-            optimizer.gradient_accumulation_steps = steps
+    def build(var_list):
+        _build_without_accumulators(optimizer, saved_build, var_list)
 
     def update(grads, trainable_variables):
         grads = optimizer._clip_gradients(grads)
         optimizer._apply_weight_decay(trainable_variables)
         optimizer._backend_update_step(grads, trainable_variables, optimizer.learning_rate)
         _moving_average(optimizer)
+        if optimizer.use_ema and optimizer.ema_overwrite_frequency:
+            every = optimizer.ema_overwrite_frequency
+            due = tf.equal(tf.math.floormod(tf.convert_to_tensor(optimizer.iterations) + 1, every), 0)
+            _keras_ops().cond(due, lambda: optimizer._overwrite_model_variables_with_average_value(
+                optimizer._trainable_variables), lambda: None)
 
     optimizer.build, optimizer._backend_apply_gradients = build, update
     try:
         yield
     finally:
         del optimizer.build, optimizer._backend_apply_gradients
+
+
+def _build_without_accumulators(optimizer, build, variables):
+    """``build(variables)`` without Keras' gradient accumulators: the kernel keeps its own."""
+    steps = optimizer.gradient_accumulation_steps
+    optimizer.gradient_accumulation_steps = None
+    try:
+        build(variables)
+    finally:
+        optimizer.gradient_accumulation_steps = steps
+
+
+def build_optimizer(optimizer, variables):
+    """Build a Keras optimizer for ``variables`` before the step that applies it, as Keras' ``fit`` does.
+
+    Its state must exist when the forward pass is traced: a
+    ``LossScaleOptimizer`` scales the loss by its current scale only once built
+    (before, by the constant initial scale).
+    """
+    if optimizer is not None and not optimizer.built:
+        _build_without_accumulators(optimizer, optimizer.build, variables)
 
 
 def _moving_average(optimizer):

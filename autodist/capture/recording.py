@@ -30,8 +30,8 @@ import threading
 import tensorflow as tf
 
 from autodist.capture.keras import optimizer_base as keras_optimizer_base, ordered_train_op
-from autodist.capture.keras_apply import (accumulating_update, accumulation_steps_of, check_supported, guard_writes,
-                                          micro_step_ops, order_after_earlier_reads, straight_line_conds)
+from autodist.capture.keras_apply import (accumulation_steps_of, check_supported, guard_writes, micro_step_ops,
+                                          order_after_earlier_reads, straight_line_conds, straight_update)
 from autodist.capture.queries import is_variable_write, ops_since, source_op, variable_handle
 
 __all__ = ["default_graph_item", "get_default_graph_item", "wrap_optimizer_init",
@@ -169,7 +169,7 @@ def _keras_apply(graph, fn, optimizer, variables, call_args, call_kwargs):
     """A Keras ``apply`` built straight-line and ordered (``capture.keras_apply``): (train op, new ops, micro ops)."""
     check_supported(optimizer)
     first_id = graph.version + 1
-    with straight_line_conds(graph) as guards, accumulating_update(optimizer, variables or ()):
+    with straight_line_conds(graph) as guards, straight_update(optimizer, variables or ()):
         fn(optimizer, *call_args, **call_kwargs)
     new_ops = ops_since(graph, first_id)
     order_after_earlier_reads(new_ops, first_id)

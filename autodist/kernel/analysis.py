@@ -238,8 +238,10 @@ def _deterministic(graph, facts):
 def apply_subgraph(analysis, var_op, graph=None, users=None):
     """``(ops, writes)``: the apply ops that compute or write ``var_op``'s and its slots' updates.
 
-    An op belongs when it is reached from the variable's gradient (or from an
-    op reading the variable or a slot) and leads to one of their writes. Ops
+    An op belongs when it is reached from the variable's gradient (or reads
+    the variable or a slot, or is reached from such a read) and leads to one
+    of their writes (a read feeding only other state, an EMA of the weights,
+    does not belong). Ops
     of ``graph`` (default: the analysed graph) of the same names; ``users`` is
     ``resource_users(graph, analysis.apply_ops)``, computed here when not given.
     """
@@ -260,7 +262,7 @@ def apply_subgraph(analysis, var_op, graph=None, users=None):
             continue
         backward.add(op)
         stack.extend(t.op for t in op.inputs)
-    return (forward & backward) | touching | writes, writes
+    return ((forward | touching) & backward) | writes, writes
 
 
 def resource_users(graph, apply_ops):
@@ -275,23 +277,35 @@ def resource_users(graph, apply_ops):
 
 
 def _state_ops(analysis, var_op, users):
-    """Apply ops that read or write ``var_op`` or its slots, and everything computed from them.
+    """Apply ops that read or write ``var_op``'s state (it, its slots, shared state it keeps) on the way to
+    writing it, and everything computed from them on that way.
 
     A replica that does not apply the variable's update runs none of these.
-    The set is closed under data consumers: an op whose output is used
-    outside it (rare: a fetched optimizer internal) is left out together with
-    everything it is computed from, so the graph stays valid.
+    A read of the variable that feeds only other state (an EMA of the weights,
+    ordered after the update) is not among them: every replica keeps its own
+    copy of that state up to date. The set is closed under data consumers: an
+    op whose output is used outside it (rare: a fetched optimizer internal) is
+    left out together with everything it is computed from, so the graph stays
+    valid.
     """
     owned = {var_op} | set(analysis.owned_state(var_op))
     apply_ops = analysis.apply_ops
     touching = set().union(*(users.get(v, set()) for v in owned))
-    members, stack = set(), list(touching)
+    writes = {op for op in touching if analysis.writes.get(op.name) in owned}
+    leading, stack = set(), list(writes)
+    while stack:
+        op = stack.pop()
+        if op in leading or op.name not in apply_ops:
+            continue
+        leading.add(op)
+        stack.extend(t.op for t in op.inputs)
+    members, stack = set(), list(touching & leading)
     while stack:
         op = stack.pop()
         if op in members:
             continue
         members.add(op)
-        stack.extend(c for t in op.outputs for c in t.consumers() if c.name in apply_ops)
+        stack.extend(c for t in op.outputs for c in t.consumers() if c.name in apply_ops and c in leading)
     changed = True
     while changed:
         changed = False
@@ -319,7 +333,7 @@ def _link(item, variables, creation, apply_ops, train_ops, grads, grad_info):
                                    for i, t in enumerate(consumer.inputs) if t is tensor)
         grad_inputs[var_op] = entries
         reached[var_op] = forward_ops(list(parts.values()), apply_ops)
-    slots, shared = _slots(graph, variables, apply_ops, writes, reached)
+    slots, shared = _slots(graph, variables, apply_ops, writes, _with_reads(graph, reached, apply_ops))
     return GraphAnalysis(
         graph=graph, variables=variables, creation_ops=creation, apply_ops=apply_ops,
         train_ops=tuple(op.name for op in train_ops), grad_inputs=grad_inputs,
@@ -329,11 +343,22 @@ def _link(item, variables, creation, apply_ops, train_ops, grads, grad_info):
         writes=writes, slots=slots, shared_state=shared, couplings=_couplings(reached))
 
 
+def _with_reads(graph, reached, apply_ops):
+    """``reached`` plus, per variable, the apply ops reached from its own reads there (an EMA of the weights
+    is written from the updated weights: it is the variable's state, updated where the variable is)."""
+    users = resource_users(graph, apply_ops)
+    out = {}
+    for var_op, ops in reached.items():
+        reads = [op for op in users.get(var_op, ()) if not is_variable_write(op)]
+        out[var_op] = ops | forward_ops([t for op in reads for t in op.outputs], apply_ops)
+    return out
+
+
 def _slots(graph, variables, apply_ops, writes, reached):
     """``(slots, shared state)`` from the writes each gradient reaches (see the module docstring).
 
-    A state variable written from one variable's gradient is that variable's
-    slot. Written from several (a coupling passes through it), it is the slot
+    A state variable written from one variable's gradient (or from its value:
+    a moving average of it) is that variable's slot. Written from several (a coupling passes through it), it is the slot
     of the one variable whose update reads it (Adam's m under a global norm),
     else shared state of all of them.
     """

@@ -114,11 +114,12 @@ class _Rewrite:
                                          slot, self._var_def(slot).shape, facts.shape),
                                      pass_name="partition", variable=var_op)
         shards = {s: self._shards(s, sizes, axis) for s in state}
+        region = apply_subgraph(self.analysis, var_op, graph=self.graph)
         aliases = {}
         for s in state:
-            aliases.update(self._rewire_reads(s, shards[s], sizes, axis))
+            aliases.update(self._rewire_reads(s, shards[s], sizes, axis, region[0]))
         grads = self._split_grad(var_op, sizes, axis)
-        self._clone_apply(var_op, state, shards, grads, sizes, axis)
+        self._clone_apply(var_op, state, shards, grads, sizes, axis, region)
         return PartitionInfo(var_op=var_op, axis=axis, shards=tuple(v.op.name for v in shards[var_op]),
                              sizes=tuple(sizes), slots={s: tuple(v.op.name for v in shards[s]) for s in state[1:]},
                              aliases=aliases)
@@ -142,8 +143,8 @@ class _Rewrite:
         self.new_vars.extend(shards)
         return shards
 
-    def _rewire_reads(self, var_op, shards, sizes, axis):
-        """Rebuild every read of ``var_op`` outside the apply part from its shards."""
+    def _rewire_reads(self, var_op, shards, sizes, axis, region):
+        """Rebuild every read of ``var_op`` outside its update (``region``, cloned per shard) from its shards."""
         facts = self._var_def(var_op)
         handle = self.graph.get_tensor_by_name(facts.name)
         assembled = pops.assemble(shards, axis, var_op + "/AutoDist-Assembled")
@@ -154,7 +155,7 @@ class _Rewrite:
             if snapshot.consumers():
                 ge.reroute_ts(assembled, snapshot)
         for consumer in list(handle.consumers()):
-            if consumer.name in self.drop or consumer.name in self.analysis.apply_ops:
+            if consumer.name in self.drop or consumer in region:
                 continue
             replacement = self._replace_read(consumer, var_op, shards, sizes, axis)
             if replacement is not None:
@@ -199,10 +200,10 @@ class _Rewrite:
             grads.append(shard)
         return grads
 
-    def _clone_apply(self, var_op, state, shards, grads, sizes, axis):
-        """Clone the variable's update per shard; ops that need the whole variable read the shards joined
-        (``shard_apply``: a norm, a finite flag, a matrix product)."""
-        ops, writes = apply_subgraph(self.analysis, var_op, graph=self.graph)
+    def _clone_apply(self, var_op, state, shards, grads, sizes, axis, region):
+        """Clone the variable's update (``region``) per shard; ops that need the whole variable read the shards
+        joined (``shard_apply``: a norm, a finite flag, a matrix product)."""
+        ops, writes = region
         if not writes:
             raise TransformError("has no update op in the apply graph", pass_name="partition", variable=var_op)
         originals = {c: self.graph.get_tensor_by_name(t) for c, t in self.analysis.grad_tensors[var_op].items()}

@@ -39,7 +39,7 @@ import tensorflow as tf
 
 from autodist.errors import FunctionError
 from autodist.runtime.keras_state import ModelState, VariableAccess, route_learning_rate
-from autodist.runtime.keras_steps import KerasSteps, node_share
+from autodist.runtime.keras_steps import KerasSteps, node_share, uses_ema
 
 __all__ = ["KerasRunner", "attach", "runner_of"]
 
@@ -107,7 +107,7 @@ class KerasRunner:
         self._ad, self._job, self.model = autodist, job, model
         self.steps = KerasSteps(model)
         self._fn = {name: autodist.function(getattr(self.steps, name)) for name in
-                    ("train_step", "test_step", "predict_step", "read_metrics")}
+                    ("train_step", "test_step", "predict_step", "read_metrics", "finalize")}
         self._local = None    # a local session computing metric results from global state
         self._state = None    # ModelState: the model's variables for callbacks, once traced
         self._tracing = False
@@ -128,11 +128,16 @@ class KerasRunner:
             self._fn["test_step"].trace(x, y, sample_weight, np.float32(1.0))
             self._fn["predict_step"].trace(x)
             self._fn["read_metrics"].trace()
+            if self._ema():
+                self._fn["finalize"].trace()
         finally:
             self._tracing = False
         if self._state is None:
             self._route_state()
         self._give_pending_weights()
+
+    def _ema(self):
+        return self.model.optimizer is not None and uses_ema(self.model.optimizer)
 
     def _give_pending_weights(self):
         """Every replica gets the chief's ``pending_weights`` (``autodist run``'s eager model), once traced."""
@@ -221,6 +226,8 @@ class KerasRunner:
             callbacks.on_epoch_end(epoch, epoch_logs)
             if self.model.stop_training:
                 break
+        if epochs > 0 and self._ema():   # as Keras: the moving averages become the weights
+            self._fn["finalize"]()
         callbacks.on_train_end(logs=epoch_logs)
         return self.model.history
 

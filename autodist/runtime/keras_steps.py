@@ -43,13 +43,14 @@ import numpy as np
 import tensorflow as tf
 
 from autodist.capture.keras import collect_state_updates
+from autodist.capture.keras_apply import build_optimizer
 from autodist.errors import FunctionError
 from autodist.capture.queries import ops_since, tf_variable
 from autodist.kernel.analysis import ancestors
 from autodist.runtime.keras_custom_step import (metric_only_logs, overrides, own_step, scaled_gradients,
                                                  weighted_scalar_means, writes_of)
 
-__all__ = ["MetricState", "MetricResults", "KerasSteps", "metric_variables", "node_share"]
+__all__ = ["MetricState", "MetricResults", "KerasSteps", "metric_variables", "node_share", "uses_ema"]
 
 
 def metric_variables(model):
@@ -176,6 +177,7 @@ class KerasSteps:
 
     def train_step(self, x, y, sample_weight, loss_scale, replicas):
         model = self.model
+        build_optimizer(model.optimizer, model.trainable_variables)
         if overrides(model, "train_step"):
             share = tf.cast(_rows(x), tf.float32) * loss_scale          # n_r * R / N
             writes, self.train_results = self._own_step("train_step", x, y, sample_weight,
@@ -226,6 +228,16 @@ class KerasSteps:
 
     def read_metrics(self):
         return self.state.accumulators
+
+    def finalize(self):
+        """What Keras' ``fit`` does after its last epoch: the optimizer's final values (EMA: the averages)."""
+        self.model.optimizer.finalize_variable_values(self.model.trainable_weights)
+
+
+def uses_ema(optimizer):
+    """Whether ``optimizer`` (or an optimizer it wraps) keeps moving averages that ``fit`` swaps in at the end."""
+    inner = [getattr(optimizer, "inner_optimizer", None)] + list(getattr(optimizer, "_inner_optimizers", ()) or ())
+    return bool(getattr(optimizer, "use_ema", False)) or any(uses_ema(o) for o in inner if o is not None)
 
 
 def node_share(rows, assignment):
