@@ -44,7 +44,7 @@ import tensorflow as tf
 from autodist.capture.graph_item import GraphItem
 from autodist.capture.keras import guard_keras_loops, on_compile
 from autodist.capture.optimizers import capture_optimizers
-from autodist.errors import CaptureError, SessionError
+from autodist.errors import CaptureError, SessionError, StrategyError
 from autodist.runtime.job import Job, script_argv
 from autodist.runtime.notices import notice
 from autodist.runtime.restart import attempt_of, supervise_script
@@ -75,13 +75,18 @@ class AutoDist:
     ``launcher``: how the chief starts the other nodes, ``"ssh"`` or ``"srun"``
     (Slurm job steps, ``docs/slurm.md``); None: srun inside a Slurm allocation,
     else ssh. ``resource_spec_file`` may also be a loaded ``ResourceSpec``.
+    ``accumulation_steps=k``: every train op sums its gradients locally over k
+    calls and synchronizes and applies their mean once, on the k-th
+    (``docs/large_batches.md``); None: as a Keras optimizer's own
+    ``gradient_accumulation_steps`` asks, else every call.
     """
 
     def __init__(self, resource_spec_file, strategy_builder=None, *, job=None, launch_argv=None, trace_dir=None,
                  logdir=None, verbose=False, progress=False, total_steps=None,
                  stall_timeout=DEFAULT_STALL_TIMEOUT, max_restarts=0, restart_backoff=2.0, min_nodes=None,
-                 checkpoint_dir=None, save_every=None, launcher=None):
+                 checkpoint_dir=None, save_every=None, launcher=None, accumulation_steps=None):
         from autodist.spec.resource_spec import ResourceSpec
+        _check_accumulation_steps(accumulation_steps)
         self._resource_spec = (resource_spec_file if isinstance(resource_spec_file, ResourceSpec)
                                else ResourceSpec(resource_spec_file))
         self._graph_item = None
@@ -91,7 +96,7 @@ class AutoDist:
         self._job = Job(self._resource_spec, strategy_builder, context=job, launch_argv=launch_argv,
                         environ=os.environ, trace_dir=trace_dir, logdir=logdir, verbose=verbose, progress=progress,
                         total_steps=total_steps, stall_timeout=stall_timeout, min_nodes=min_nodes,
-                        launcher=launcher)
+                        launcher=launcher, accumulation_steps=accumulation_steps)
         self._resource_spec = self._job.resource_spec
         if checkpoint_dir is not None:
             from autodist.checkpoint.resume import SessionCheckpoints
@@ -197,6 +202,14 @@ class AutoDist:
         directories, and raise the first ``RemoteWorkerError``. A no-op on other nodes and when done
         already; without a call it happens at exit (``autodist run`` calls it to choose its exit status)."""
         self._job.finish(abort=abort, timeout=timeout, reason=reason)
+
+
+def _check_accumulation_steps(steps):
+    if steps is None:
+        return
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise StrategyError("AutoDist(accumulation_steps={!r}): expected a whole number of calls, 1 or more "
+                            "(1: synchronize at every call)".format(steps))
 
 
 def _new_chief(environ):

@@ -21,6 +21,7 @@ from typing import Dict, FrozenSet, List, Union
 
 from autodist.errors import TransformError
 from autodist.kernel import names
+from autodist.kernel.analysis import ancestors
 from autodist.kernel.contract import AllReduceEntry, PSEntry
 
 __all__ = ["NodeContext", "Replica", "VariableAssignment", "Assignment", "assign", "STEP_NAME"]
@@ -82,6 +83,8 @@ class Assignment:
     ps_state: Dict[str, str]       # ps variable or slot op -> the ps variable it belongs to
     key_base: int                  # collective instance keys of this job start here
     group_key: int
+    group: str = ""                # the synchronization group this view covers ("": the whole step)
+    every_step: FrozenSet[str] = frozenset()   # train ops that update at every call (when others accumulate)
 
     @property
     def analysis_graph(self):
@@ -114,6 +117,42 @@ class Assignment:
 
     def is_shared(self, op_name):
         return op_name in self.shared_ops
+
+    def sync_groups(self, accumulating):
+        """``[(view, train ops)]``: what synchronizes together, and the train ops that wait for it.
+
+        One group, this assignment, unless gradients are ``accumulating`` and
+        some train ops update at every call (Keras ``fit``'s metric state):
+        those get a view of their own (its own job id for shared names, its own
+        name scopes and collective keys), so that a micro-step runs their
+        synchronization and not the accumulated ones'.
+        """
+        trains = list(self.analysis.train_ops)
+        every = [t for t in trains if t in self.every_step]
+        if not accumulating or not every:
+            return [(self, trains)]
+        updated = _updated_by(self.analysis, every)
+        rest = [t for t in trains if t not in self.every_step]
+        return [(self._view(set(self.vars) - updated, "", 0), rest),
+                (self._view(updated, "every-step", names.EVERY_STEP_KEY_OFFSET), every)]
+
+    def _view(self, var_ops, group, key_offset):
+        node = self.node if not group else dataclasses.replace(self.node, job_id=self.node.job_id + "/" + group)
+        for var_op in var_ops:
+            sync = self.vars[var_op].synchronizer
+            if group and sync.kind == "ps" and (not sync.sync or sync.staleness):
+                raise TransformError("is updated at every call while other gradients accumulate; it needs a "
+                                     "synchronous strategy (sync=True, staleness=0)", pass_name=STEP_NAME,
+                                     variable=var_op)
+        return dataclasses.replace(self, node=node, vars={v: a for v, a in self.vars.items() if v in var_ops},
+                                   key_base=self.key_base + key_offset, group=group)
+
+
+def _updated_by(analysis, train_ops):
+    """The variables (with gradients) the ops ``train_ops`` wait for update."""
+    graph = analysis.graph
+    reached = {op.name for op in ancestors([graph.get_operation_by_name(t) for t in train_ops])}
+    return {v for v, update in analysis.update_ops.items() if update in reached}
 
 
 def _task(device, what, variable=None):
@@ -190,8 +229,9 @@ def _check_couplings(analysis, variables):
                                      pass_name=STEP_NAME)
 
 
-def assign(analysis, entries, node):
-    """The assignment of ``node`` for the analysed graph under the strategy's ``entries``."""
+def assign(analysis, entries, node, every_step=()):
+    """The assignment of ``node`` for the analysed graph under the strategy's ``entries`` (``every_step``:
+    train ops that update at every call, ``GraphItem.every_step_train_ops``)."""
     replicas, local = _replicas(entries.replicas, node)
     synchronized = entries.synchronized
     variables = {}
@@ -212,4 +252,4 @@ def assign(analysis, entries, node):
     base = names.key_base(node.job_id, node.collective_key_base)
     return Assignment(node=node, analysis=analysis, replicas=replicas, local=local, vars=variables,
                       shared_ops=frozenset(shared_devices), shared_devices=shared_devices, ps_state=ps_state,
-                      key_base=base, group_key=names.group_key(base))
+                      key_base=base, group_key=names.group_key(base), every_step=frozenset(every_step))

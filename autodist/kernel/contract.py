@@ -41,7 +41,7 @@ from autodist.kernel.names import shard_name
 __all__ = [
     "Compressor", "CollectiveSpec", "DEFAULT_POWERSGD_RANK", "PSEntry", "AllReduceEntry", "Partition",
     "VariableEntry", "StrategyEntries", "read_entries", "parse_partitioner", "even_sizes", "variable_entry",
-    "write_entry", "op_name", "map_destinations", "GATHER_BYTES", "gathers",
+    "write_entry", "write_accumulation_steps", "op_name", "map_destinations", "GATHER_BYTES", "gathers",
 ]
 
 
@@ -164,6 +164,7 @@ class StrategyEntries:
 
     variables: Dict[str, VariableEntry]
     replicas: Tuple[str, ...]
+    accumulation_steps: int = 1   # micro-steps per synchronized update
 
     @functools.cached_property
     def partitions(self):
@@ -209,7 +210,16 @@ def read_entries(strategy):
         if entry.op_name in variables:
             raise StrategyError("variable '{}' has two entries in the strategy".format(entry.op_name))
         variables[entry.op_name] = entry
-    return StrategyEntries(variables=variables, replicas=tuple(strategy.graph_config.replicas))
+    steps = strategy.graph_config.accumulation_steps
+    if steps < 0:
+        raise StrategyError("graph_config.accumulation_steps must be 0 or more, got {}".format(steps))
+    return StrategyEntries(variables=variables, replicas=tuple(strategy.graph_config.replicas),
+                           accumulation_steps=max(1, steps))
+
+
+def write_accumulation_steps(strategy, steps):
+    """Record in the Strategy (the wrapper or the message) that gradients accumulate over ``steps`` calls."""
+    strategy.graph_config.accumulation_steps = steps if steps and steps > 1 else 0
 
 
 def op_name(var_name):

@@ -1,8 +1,8 @@
 """GraphTransformer: the captured single-device GraphItem -> this node's distributed GraphItem.
 
     strategy --read_entries--> entries
-    item --partition(entries)--> item --assign(entries)--> replicate --> sync_in_graph --> sync_between_graph
-         --> finalize
+    item [--accumulate(k), k > 1] --partition(entries)--> item --assign(entries)--> replicate --> sync_in_graph
+         --> sync_between_graph --> finalize
 
 The strategy is read once (``contract.read_entries``). Every pass is
 ``GraphItem -> PassResult`` and leaves its input alone. The assignment is
@@ -18,6 +18,7 @@ from autodist.kernel.analysis import analyze
 from autodist.kernel.assignment import STEP_NAME, Assignment, NodeContext, assign
 from autodist.kernel.base import PassResult
 from autodist.kernel.contract import read_entries
+from autodist.kernel.accumulate import Accumulate
 from autodist.kernel.finalizer import Finalizer
 from autodist.kernel.partitioner import Partitioner
 from autodist.kernel.replicator import Replicator
@@ -33,6 +34,8 @@ class TransformResult:
     item: object            # this node's distributed GraphItem (GraphDef-backed until used)
     assignment: Assignment
     partitions: dict        # variable op name -> PartitionInfo, for variables that were split
+    micro_steps: dict = dataclasses.field(default_factory=dict)   # train op -> its micro-step twin (accumulation)
+    accumulation_steps: int = 1
 
 
 def _name_of(p):
@@ -82,15 +85,19 @@ class GraphTransformer:
 
     def transform(self, item):
         entries = read_entries(self.strategy)
-        partitioned = run_passes(item, [Partitioner(entries)], observe=self.observe)
+        accumulating = entries.accumulation_steps > 1
+        first = [Accumulate(entries.accumulation_steps)] if accumulating else []
+        partitioned = run_passes(item, first + [Partitioner(entries)], observe=self.observe)
         done = list(partitioned.details)
         try:
-            assignment = assign(analyze(partitioned.item), entries, self.node)
+            assignment = assign(analyze(partitioned.item), entries, self.node, every_step=item.every_step_train_ops)
         except TransformError as e:
             raise TransformError(e.problem, pass_name=e.pass_name or STEP_NAME, variable=e.variable, op=e.op,
                                  passes_done=done) from e
-        passes = [Replicator(assignment), SyncInGraph(assignment), SyncBetweenGraph(assignment),
-                  Finalizer(assignment)]
+        passes = [Replicator(assignment), SyncInGraph(assignment),
+                  SyncBetweenGraph(assignment, accumulating=accumulating), Finalizer(assignment)]
         result = run_passes(partitioned.item, passes, done, observe=self.observe)
         return TransformResult(original=item, partitioned=partitioned.item, item=result.item, assignment=assignment,
-                               partitions=partitioned.details[Partitioner.name])
+                               partitions=partitioned.details[Partitioner.name],
+                               micro_steps=partitioned.details.get(Accumulate.name, {}),
+                               accumulation_steps=entries.accumulation_steps)

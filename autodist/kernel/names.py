@@ -29,9 +29,9 @@ import re
 
 __all__ = [
     "REPLICA_PREFIX", "replica_prefix", "single_device_name", "shard_name", "proxy_scope", "PROXY_HANDLE",
-    "proxy_name", "INIT_SERVERS", "INIT_SYNC", "INIT_LOCAL", "INIT_OPS", "job_container",
+    "proxy_name", "sync_scope", "ACCUMULATE_SCOPE", "accumulator_scope", "micro_step_name", "INIT_SERVERS", "INIT_SYNC", "INIT_LOCAL", "INIT_OPS", "job_container",
     "WORKER_JOB", "worker_device", "host_cpu", "collective_group_leader", "task_of",
-    "KEY_WINDOW", "INIT_KEY_OFFSET", "RESTORE_KEY_OFFSET", "RESTORE_KEYS_PER_SLOT", "key_base", "group_key",
+    "KEY_WINDOW", "EVERY_STEP_KEY_OFFSET", "INIT_KEY_OFFSET", "RESTORE_KEY_OFFSET", "RESTORE_KEYS_PER_SLOT", "key_base", "group_key",
 ]
 
 REPLICA_PREFIX = "AutoDist-Replica-"
@@ -68,6 +68,29 @@ PROXY_HANDLE = "proxy"
 def proxy_name(var_op):
     """The handle op of ``var_op``'s local proxy (checkpoint restores refresh it by this name)."""
     return proxy_scope(var_op) + PROXY_HANDLE
+
+
+def sync_scope(base, group):
+    """The name scope ``base`` ("AutoDist-PS/") of synchronization group ``group`` ("": the only one).
+
+    A job that accumulates gradients synchronizes the train ops that update
+    at every call apart (``Assignment.sync_groups``); their ops get their own
+    scope, ``sync_scope("AutoDist-PS/", "every-step") == "AutoDist-PS-every-step/"``.
+    """
+    return base if not group else "{}-{}/".format(base.rstrip("/"), group)
+
+
+ACCUMULATE_SCOPE = "AutoDist-Accumulate/"
+
+
+def accumulator_scope(var_op):
+    """The name scope of ``var_op``'s gradient accumulators (``kernel.accumulate``)."""
+    return "{}{}/".format(ACCUMULATE_SCOPE, var_op)
+
+
+def micro_step_name(train_op):
+    """The op a micro-step runs in place of ``train_op`` when gradients are accumulated."""
+    return "{}micro_step/{}".format(ACCUMULATE_SCOPE, train_op)
 
 
 # The three init ops a node runs, in this order (``autodist.kernel.initialization``).
@@ -111,6 +134,7 @@ def task_of(device):
 
 
 KEY_WINDOW = 100000
+EVERY_STEP_KEY_OFFSET = 80000   # collectives of the train ops that update at every call, when others accumulate
 INIT_KEY_OFFSET = 90000
 RESTORE_KEY_OFFSET = 95000
 RESTORE_KEYS_PER_SLOT = 64

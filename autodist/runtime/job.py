@@ -39,6 +39,7 @@ import shutil
 import sys
 import tempfile
 import time
+import weakref
 
 from autodist.errors import LaunchError, RemoteWorkerError, SessionError
 from autodist.runtime.context import JobContext
@@ -55,6 +56,7 @@ from autodist.runtime.step_report import ReportWriter, StepMonitor
 from autodist.runtime.job_views import JobViews
 from autodist.runtime.node_launch import runner_factory, single_node_job
 from autodist.runtime.strategy_handoff import (build_strategy, keep_calibration, load_strategy, script_argv,
+                                               with_accumulation,
                                                shipped_calibration, write_calibration)
 from autodist.spec.cluster import cpu_count_of
 
@@ -86,13 +88,16 @@ class Job:
     least that many remain (``autodist.runtime.shrink``).
     ``launcher``: how the chief starts the other nodes, ``"ssh"`` or ``"srun"``
     (Slurm job steps); None: srun inside a Slurm allocation (``SLURM_JOB_NODELIST``
-    in ``environ``), else ssh.
+    in ``environ``), else ssh. ``accumulation_steps``: gradients are accumulated
+    over that many calls of a train op before one synchronized update
+    (``autodist.kernel.accumulate``; None: as the optimizer asks, else every call).
     """
 
     def __init__(self, resource_spec, strategy_builder=None, *, context=None, launch_argv=None, environ=None,
                  trace_dir=None, logdir=None, verbose=False, progress=False, total_steps=None,
-                 stall_timeout=DEFAULT_STALL_TIMEOUT, min_nodes=None, launcher=None):
+                 stall_timeout=DEFAULT_STALL_TIMEOUT, min_nodes=None, launcher=None, accumulation_steps=None):
         self._spec = self._full_spec = resource_spec
+        self._accumulation = accumulation_steps
         self._launcher = pick_launcher(launcher, environ if environ is not None else {})
         self._job_views = JobViews(trace_dir, logdir)   # the views (``_views``); None: off
         self._verbose = verbose
@@ -120,6 +125,7 @@ class Job:
         if self._launched_by_chief and self._context.serves:   # this process hosts its node's server
             node = {n.address: n for n in resource_spec.node_specs}[self._context.address]
             serve(self._context, cpu_count_of(node), node.threads, self._monitor, cores=node.cores)
+        atexit.register(_close_at_exit, weakref.ref(self))   # after the job's own exit work (registered later)
         self.attempt = attempt_of(environ) if self._context is None else None   # a supervised new chief's number
         self.node_failure_status = NODE_FAILED if self.attempt else EXIT_NODE_FAILED
         if self._context is not None:   # the nodes the chief launched (fewer after a shrink)
@@ -190,9 +196,9 @@ class Job:
         job_id = new_job_id()
         # a launching chief may measure the cluster first (AutoStrategy), over the nodes' own launcher
         calibration = self._keep_calibration(may_probe=self._launcher == "ssh")
-        strategy = build_strategy(item, self._spec, self.strategy_builder)
+        strategy = self._build_strategy(item, self._spec)
         if self._spec is not self._full_spec:   # shrunk at this relaunch: say how the plan changed
-            before = build_strategy(item, self._full_spec, self.strategy_builder)
+            before = self._build_strategy(item, self._full_spec)
             notice(None, plan_change(self._full_spec, self._spec, self.strategy_builder, *(
                 len(s.graph_config.replicas) for s in (before, strategy))))
         if len(self._spec.node_specs) == 1:
@@ -201,6 +207,9 @@ class Job:
             return open_node_session(item, strategy, context, self._spec, monitor=self._monitor,
                                      **self._views(context, strategy, item))
         return self._launch(item, strategy, job_id, calibration)
+
+    def _build_strategy(self, item, spec):
+        return with_accumulation(build_strategy(item, spec, self.strategy_builder), item, self._accumulation)
 
     def _keep_calibration(self, may_probe=False):
         """The chief's calibration for its builder, fixed for the job (``strategy_handoff.keep_calibration``)."""
@@ -240,7 +249,7 @@ class Job:
             calibration = self._keep_calibration()
             if calibration is not None:   # before the strategy, for which the others wait
                 write_calibration(os.path.dirname(path), calibration)
-            strategy = build_strategy(item, self._spec, self.strategy_builder)
+            strategy = self._build_strategy(item, self._spec)
             strategy.serialize(path)
         else:
             strategy = load_strategy(context)
@@ -284,7 +293,7 @@ class Job:
             raise SessionError("no distributed session to replace; call create_distributed_session() first")
         graph_item.prepare()
         context, failure, on_interrupt = self._session_args
-        strategy = build_strategy(graph_item, self._spec, self.strategy_builder)
+        strategy = self._build_strategy(graph_item, self._spec)
         self._generation += 1
         generation = dataclasses.replace(context, job_id="{}-g{}-{}".format(
             context.job_id, self._generation, strategy.id[:8]), collective_key_base=0)
@@ -371,6 +380,15 @@ class Job:
         except RemoteWorkerError as e:
             print("autodist: error: {}".format(e), file=sys.stderr, flush=True)
             _leave_with(self.node_failure_status)
+
+
+def _close_at_exit(job_ref):
+    """Close the job's session at exit if the script did not: a session left open reports errors from
+    TensorFlow's callables once TensorFlow is unloaded."""
+    job = job_ref()
+    close = getattr(job.session, "close", None) if job is not None else None
+    if close is not None:
+        close()
 
 
 def _leave_with(status):

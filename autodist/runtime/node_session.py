@@ -28,6 +28,7 @@ from autodist.kernel.graph_transformer import GraphTransformer
 from autodist.kernel.assignment import NodeContext
 from autodist.kernel.names import INIT_OPS
 from autodist.runtime.fetch_mapping import FetchMapper
+from autodist.runtime.micro_steps import MicroSteps
 from autodist.runtime.session import DistributedSession, WatchedCaller, await_failure, close_bounded
 
 __all__ = ["open_node_session", "run_init", "INIT_GRACE"]
@@ -59,8 +60,9 @@ def open_node_session(graph_item, strategy, context, resource_spec, failure=None
     run_init(session, INIT_OPS, context, failure, init_timeout)
     mapper = FetchMapper(graph_item.graph, graph, result.assignment, aliases=_aliases(result),
                          train_ops=graph_item.train_op_names)
+    micro = MicroSteps(result.micro_steps, result.accumulation_steps, [r.prefix for r in result.assignment.local])
     dist = DistributedSession(session, mapper, graph_item.graph, failure=failure, on_interrupt=on_interrupt,
-                              monitor=monitor, tracer=tracer, scalars=scalars)
+                              monitor=monitor, tracer=tracer, scalars=scalars, micro_steps=micro)
     dist.transform_result = result
     return dist
 

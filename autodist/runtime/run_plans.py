@@ -108,6 +108,8 @@ class RunPlan:
         graph = session.graph
         self.unflatten = unflatten
         self.names = tuple(names)
+        self.feeds = feeds
+        self.variants = {}   # names -> the plan of this signature running those names instead
         self.trains = True   # whether the call runs a training op; RunPlans sets it
         self._inputs = [_Input(graph, copies, axis) for copies, axis in feeds]
         # rows, as FetchMapper.rows counts them: the split axis of the first feed that has one
@@ -165,6 +167,16 @@ class RunPlans:
             entry = (held, self._make(fetches, feed_dict, flatten))
             self._entries[key] = entry
         return key, held, entry[1] or None
+
+    def variant(self, plan, names):
+        """The plan of ``plan``'s signature running ``names`` instead (a micro-step's twins), made once."""
+        variants = plan.variants
+        key = tuple(names)
+        if key not in variants:
+            variant = RunPlan(self._session, names, plan.unflatten, plan.feeds)
+            variant.trains = plan.trains
+            variants[key] = variant
+        return variants[key]
 
     def ran(self, key, held):
         """Remember a signature that ran the ordinary way."""

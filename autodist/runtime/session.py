@@ -36,6 +36,7 @@ from autodist.errors import GraphChangedError, SessionError
 from autodist.runtime.composites import component_feeds
 from autodist.runtime.fetch_mapping import FetchMapper, flatten_fetches
 from autodist.runtime.input_epochs import explained_end_of_input
+from autodist.runtime.micro_steps import MicroSteps
 from autodist.runner.base import run_bounded, wait_until
 from autodist.runtime.run_plans import RunPlans, map_fetches
 from autodist.runtime.sync_ops import SyncIndex
@@ -115,8 +116,9 @@ class DistributedSession(tf_session.SessionInterface):
     """A session on this node's distributed graph that speaks the user's graph."""
 
     def __init__(self, session, mapper, original_graph, failure=None, on_interrupt=None, monitor=None,
-                 tracer=None, scalars=None):
+                 tracer=None, scalars=None, micro_steps=None):
         self._session = session
+        self._micro = micro_steps or MicroSteps({}, 1, ())   # gradient accumulation (``runtime.micro_steps``)
         self._monitor = monitor   # a StepMonitor (``autodist.runtime.step_report``), or None
         self._sync = SyncIndex(session.graph) if monitor is not None else None   # which calls are training steps
         self._tracer = tracer     # a StepTracer (``autodist.runtime.timeline``), or None
@@ -137,6 +139,12 @@ class DistributedSession(tf_session.SessionInterface):
     def graph(self):
         """The user's graph (the one fetches and feeds refer to)."""
         return self._original
+
+    @property
+    def at_update_boundary(self):
+        """False while gradients are being accumulated: a call since the last update ran a micro-step only
+        (checkpoints wait for the boundary, where the accumulators are zero)."""
+        return self._micro.at_update_boundary
 
     @property
     def distributed_graph(self):
@@ -180,11 +188,18 @@ class DistributedSession(tf_session.SessionInterface):
             key, held, plan = self._plans.lookup(fetches, feed_dict, flatten_fetches)
             bound = plan.bind(feed_dict.values() if feed_dict else ()) if plan is not None else None
             if bound is not None:
+                accumulated = self._micro.accumulated(plan.names)
+                if accumulated and self._micro.next_is_micro(accumulated):
+                    plan = self._plans.variant(plan, self._micro.twins(plan.names))
+                    bound = plan.bind(feed_dict.values() if feed_dict else ())
                 step, rows = bound
                 return plan.unflatten(self._run_call(step, rows, plan.names, plan.trains))
         leaves, pack = flatten_fetches(fetches)
         self._check_graph(leaves + list(feed_dict or {}))
         names, unflatten = map_fetches(self._mapper, leaves, pack)
+        accumulated = self._micro.accumulated(names)
+        if accumulated and self._micro.next_is_micro(accumulated):
+            names = self._micro.twins(names)
         feeds = self._map_feeds(feed_dict)
         examples = self._examples(feed_dict)
         trains = self._mapper.trains(leaves) if self._monitor is not None else True

@@ -12,10 +12,11 @@ hand-off itself, through the job's directory on every node::
 import os
 import sys
 
-from autodist.errors import LaunchError
+from autodist.errors import LaunchError, StrategyError
+from autodist.kernel.contract import write_accumulation_steps
 from autodist.runner.base import wait_until
 
-__all__ = ["build_strategy", "load_strategy", "keep_calibration", "write_calibration", "shipped_calibration",
+__all__ = ["build_strategy", "with_accumulation", "accumulation_of", "load_strategy", "keep_calibration", "write_calibration", "shipped_calibration",
            "script_argv"]
 
 
@@ -24,6 +25,30 @@ def build_strategy(graph_item, resource_spec, builder):
     from autodist.strategies import StrategyCompiler
     strategy = builder.build(graph_item, resource_spec)
     return StrategyCompiler(graph_item, resource_spec).compile(strategy)
+
+
+def with_accumulation(strategy, graph_item, requested):
+    """``strategy`` accumulating gradients as the job asks (``requested``: ``AutoDist(accumulation_steps=)``,
+    else a Keras optimizer's own ``gradient_accumulation_steps``): a new Strategy (id included) when that
+    changes it."""
+    steps = accumulation_of(requested, graph_item)
+    if steps <= 1:   # builders plan every call
+        return strategy
+    from autodist.proto import strategy_pb2
+    from autodist.strategies.base import Strategy
+    proto = strategy_pb2.Strategy()
+    proto.CopyFrom(strategy.proto)
+    write_accumulation_steps(proto, steps)
+    return Strategy.with_content_id(proto)
+
+
+def accumulation_of(requested, graph_item):
+    """Micro-steps per update: ``requested`` (the AutoDist's), else the one a Keras optimizer asks for, else 1."""
+    own = getattr(graph_item, "accumulation_steps", None)
+    if requested and own and requested != own:
+        raise StrategyError("AutoDist(accumulation_steps={}) and the optimizer's gradient_accumulation_steps={} "
+                            "disagree; set one of them".format(requested, own))
+    return requested or own or 1
 
 
 def load_strategy(context):

@@ -15,7 +15,7 @@ its own content as id. The nodes are copied as they are, only their devices
 replaced (``contract.map_destinations``), so compiling never reformats them.
 """
 from autodist.errors import ResourceSpecError, StrategyError
-from autodist.kernel.contract import map_destinations, op_name
+from autodist.kernel.contract import map_destinations, op_name, write_accumulation_steps
 from autodist.kernel.names import worker_device
 from autodist.proto import strategy_pb2
 from autodist.spec.resource_spec import DeviceSpec
@@ -44,6 +44,7 @@ class StrategyCompiler:
             map_destinations(new, lambda device, var_name: resolve(device, "variable {!r}".format(var_name)))
         for replica in strategy.graph_config.replicas:
             proto.graph_config.replicas.append(resolve(replica, "graph_config.replicas"))
+        write_accumulation_steps(proto, strategy.graph_config.accumulation_steps)
         return Strategy.with_content_id(proto)
 
 

@@ -30,24 +30,32 @@ class SyncInGraph:
 
 
 class SyncBetweenGraph:
-    """Cross-node aggregation, update wiring and the per-step synchronization ops."""
+    """Cross-node aggregation, update wiring and the per-step synchronization ops.
+
+    ``accumulating``: gradients are accumulated over several calls; train ops
+    that update at every call then synchronize apart
+    (``Assignment.sync_groups``).
+    """
 
     name = "sync_between_graph"
 
-    def __init__(self, assignment):
+    def __init__(self, assignment, accumulating=False):
         self.assignment = assignment
+        self.accumulating = accumulating
 
     def __call__(self, item):
-        assignment = self.assignment
-        editor = editor_for(item, assignment, self.name)
-        steps = synchronize_ps(editor, assignment)
-        proxy_steps, proxy_vars = add_proxies(editor, assignment, steps[0]) if steps else ([], [])
-        ar_steps, ar_vars = synchronize_all_reduce(editor, assignment)
-        steps = steps + proxy_steps + ar_steps
-        for replica in assignment.local:
-            for train_op in assignment.analysis.train_ops:
-                editor.add_control_inputs(replica.prefix + train_op, steps)
+        editor = editor_for(item, self.assignment, self.name)
+        new_vars = []
+        for view, train_ops in self.assignment.sync_groups(self.accumulating):
+            steps = synchronize_ps(editor, view)
+            proxy_steps, proxy_vars = add_proxies(editor, view, steps[0]) if steps else ([], [])
+            ar_steps, ar_vars = synchronize_all_reduce(editor, view)
+            steps = steps + proxy_steps + ar_steps
+            for replica in view.local:
+                for train_op in train_ops:
+                    editor.add_control_inputs(replica.prefix + train_op, steps)
+            new_vars += proxy_vars + ar_vars
         result = hand_over(editor, item)
-        for handle, init in proxy_vars + ar_vars:
+        for handle, init in new_vars:
             register_variable(result, handle, init)
         return PassResult(result)

@@ -23,6 +23,7 @@ import collections
 import tensorflow as tf
 
 from autodist.kernel.contract import Compressor
+from autodist.kernel.names import sync_scope
 from autodist.kernel.reshaper import Reshaper
 from autodist.kernel.synchronization import compressor as comp
 from autodist.kernel.synchronization import relay, wiring
@@ -95,7 +96,7 @@ def _dense(scratch, collectives, assignment, group, index, reduced, replica, com
     key = collectives.key()
     shapes = [assignment.analysis.variables[v.op_name].shape for v in group]
     sizes = [s.num_elements() for s in shapes]
-    scope = "AutoDist-AllReduce/group_{}/{}".format(index, replica.prefix)
+    scope = "{}group_{}/{}".format(sync_scope("AutoDist-AllReduce/", assignment.group), index, replica.prefix)
     with tf.device(replica.device), tf.name_scope(scope):
         reshape = Reshaper()
         grads = [_grad(scratch, assignment, replica, v.op_name) for v in group]

@@ -29,7 +29,7 @@ from tensorflow.core.framework import attr_value_pb2
 from tensorflow.python.ops import gen_resource_variable_ops
 
 from autodist.kernel.device import is_cpu_device
-from autodist.kernel.names import PROXY_HANDLE, proxy_name, proxy_scope, task_of
+from autodist.kernel.names import PROXY_HANDLE, proxy_name, proxy_scope, sync_scope, task_of
 from autodist.kernel.synchronization.wiring import is_global_sync
 
 __all__ = ["add_proxies", "refreshed_by_chief", "refresh_everywhere"]
@@ -121,7 +121,8 @@ def add_proxies(editor, assignment, visible):
                         refreshes.append(gen_resource_variable_ops.assign_variable_op(handle, fresh, name="refresh"))
                 handles[var.op_name] = handle.name
                 new_vars.append((handle.op.name, init.name))
-        step = tf.group(*refreshes, name="AutoDist-Proxy/refreshed").name if refreshes else None
+        step = tf.group(*refreshes, name=sync_scope("AutoDist-Proxy/", assignment.group) + "refreshed").name \
+            if refreshes else None
     scratch.commit()
     for var in proxied:
         for consumer, index in _forward_reads(assignment, var.op_name):

@@ -36,7 +36,7 @@ slots and the optimizer's step counters advance once per step.
 import tensorflow as tf
 
 from autodist.capture.queries import op_of
-from autodist.kernel.names import host_cpu
+from autodist.kernel.names import host_cpu, sync_scope
 from autodist.kernel.synchronization import proxy, slices, staleness, wiring
 
 __all__ = ["reduce_locally", "synchronize_ps", "local_names"]
@@ -165,7 +165,7 @@ def _cast_like_original(result, assignment, var_op):
 
 def _token_queue(assignment, task):
     """Node ``task``'s token queue, on the chief: the chief's release is local, a node's wait joins its pushes."""
-    with tf.device(host_cpu(assignment.node.chief_task)):
+    with tf.device(host_cpu(assignment.node.chief_task)):   # (a sync group's view has its own job id)
         return tf.queue.FIFOQueue(_TOKEN_CAPACITY, [tf.int32], shapes=[[]],
                                   shared_name="{}/tokens/{}".format(assignment.node.job_id, task),
                                   name="tokens/queue_{}".format(task))
@@ -206,7 +206,7 @@ def _step_op(scratch, assignment, pushes, global_sync):
     """The op a step waits for: updates applied here, released (chief) or awaited (others)."""
     local_appliers = [v.op_name for v in assignment.ps_vars if v.op_name not in global_sync]
     after = [scratch.control(op) for op in _applier_writes(assignment, local_appliers)]
-    with tf.name_scope("AutoDist-PS/"):
+    with tf.name_scope(sync_scope("AutoDist-PS/", assignment.group)):
         if global_sync and assignment.node.is_chief:
             after += [scratch.control(op) for op in _applier_writes(assignment, global_sync)]
             after += proxy.refresh_everywhere(scratch, assignment, global_sync, after)

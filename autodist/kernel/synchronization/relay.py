@@ -22,7 +22,7 @@ import tensorflow as tf
 from autodist.errors import TransformError
 from autodist.capture.queries import tensor_name
 from autodist.kernel.contract import Compressor
-from autodist.kernel.names import host_cpu
+from autodist.kernel.names import host_cpu, sync_scope
 from autodist.kernel.reshaper import Reshaper
 from autodist.kernel.synchronization import slices, wiring
 
@@ -60,7 +60,7 @@ def _dense(scratch, assignment, group, index, reduced):
     sizes = [s.num_elements() for s in shapes]
     dtype = assignment.analysis.variables[group[0].op_name].dtype
     name = "group_{}".format(index)
-    with tf.name_scope("AutoDist-Relay/{}/".format(name)):
+    with tf.name_scope("{}{}/".format(sync_scope("AutoDist-Relay/", assignment.group), name)):
         flats = []
         for replica in assignment.local:
             with tf.device(replica.device):
@@ -90,7 +90,7 @@ def _sparse(scratch, assignment, var, reduced):
     facts = assignment.analysis.variables[var.op_name]
     parts = assignment.analysis.grad_tensors[var.op_name]
     name = var.op_name
-    with tf.name_scope("AutoDist-Relay/{}/".format(name)):
+    with tf.name_scope("{}{}/".format(sync_scope("AutoDist-Relay/", assignment.group), name)):
         with tf.device(assignment.local[0].device):
             values = tf.concat([scratch.tensor(r.prefix + parts["values"]) for r in assignment.local], 0)
             indices = tf.concat([tf.cast(scratch.tensor(r.prefix + parts["indices"]), tf.int64)
