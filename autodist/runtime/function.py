@@ -141,7 +141,8 @@ class _Trace:
             new_ops = ops_since(graph, first_id)
             train_ops = [graph.get_operation_by_name(n) for n in item.train_op_names if n not in trained]
             roots = [f if isinstance(f, tf.Operation) else f.op for f in self.fetches] + train_ops
-            self.run_ops = train_ops + self._dangling(graph, new_ops, roots)
+            micro = {name for ops in item.micro_step_ops.values() for name in ops}   # run by the micro-steps
+            self.run_ops = train_ops + [op for op in self._dangling(graph, new_ops, roots) if op.name not in micro]
 
     @staticmethod
     def _placeholders(args, kwargs):

@@ -44,6 +44,7 @@ import tensorflow as tf
 
 from autodist.capture.keras import collect_state_updates
 from autodist.capture.keras_apply import build_optimizer
+from autodist.capture.recording import get_default_graph_item
 from autodist.errors import FunctionError
 from autodist.capture.queries import ops_since, tf_variable
 from autodist.kernel.analysis import ancestors
@@ -102,7 +103,10 @@ class MetricState:
                                      for i, v in enumerate(variables)]
         grads = [-delta * tf.cast(replicas, tf.float64) for delta in deltas]
         optimizer = tf.compat.v1.train.GradientDescentOptimizer(1.0, name="autodist_metrics")
-        optimizer.apply_gradients(zip(grads, self.accumulators))
+        train = optimizer.apply_gradients(zip(grads, self.accumulators))
+        item = get_default_graph_item()
+        if item is not None:   # every batch's logs are the job's, also while gradients accumulate
+            item.mark_every_step([train])
 
 
 class MetricResults:
