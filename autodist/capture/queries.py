@@ -21,7 +21,7 @@ import tensorflow as tf
 
 __all__ = ["op_of", "tensor_name", "op_name", "tf_variable", "variable_handle", "source_op",
            "is_variable_write", "is_checkpoint_restore", "is_update_candidate", "forward_reachable",
-           "ops_since", "variable_initializers"]
+           "ops_since", "variable_initializers", "HALF_DTYPES", "half_source"]
 
 
 # -- names ---------------------------------------------------------------------------
@@ -140,6 +140,22 @@ def forward_reachable(grad, candidates, limit=200000):
             else:
                 frontier.append(consumer)
     return found
+
+
+HALF_DTYPES = (tf.float16, tf.bfloat16)
+
+
+def half_source(tensor):
+    """The half-precision tensor ``tensor`` was cast up from (a mixed-precision gradient), or None.
+
+    Under Keras' ``mixed_float16`` / ``mixed_bfloat16`` a float32 weight is
+    cast to half for the forward pass, so its gradient is the half gradient
+    cast back up: ``Cast(g16) -> g32``.
+    """
+    if tensor.op.type != "Cast" or not tensor.op.inputs:
+        return None
+    source = tensor.op.inputs[0]
+    return source if source.dtype in HALF_DTYPES and tensor.dtype in (tf.float32, tf.float64) else None
 
 
 def ops_since(graph, first_id):

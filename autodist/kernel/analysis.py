@@ -88,6 +88,11 @@ class GraphAnalysis:
     state_ops: Dict[str, FrozenSet[str]] = dataclasses.field(default_factory=dict)
     deterministic: FrozenSet[str] = frozenset()   # variables every process initializes identically
 
+    def grad_dtype(self, var_op):
+        """The dtype of ``var_op``'s gradient (its values), which may be narrower than the variable's."""
+        parts = self.grad_tensors[var_op]
+        return self.graph.get_tensor_by_name(parts.get("dense") or parts["values"]).dtype
+
     def owned_state(self, var_op):
         """``var_op``'s slots and the shared state it keeps (shared state goes with its first owner)."""
         return tuple(self.slots[var_op]) + tuple(s for s, owners in sorted(self.shared_state.items())

@@ -1,8 +1,8 @@
 """GraphTransformer: the captured single-device GraphItem -> this node's distributed GraphItem.
 
     strategy --read_entries--> entries
-    item [--accumulate(k), k > 1] --partition(entries)--> item --assign(entries)--> replicate --> sync_in_graph
-         --> sync_between_graph --> finalize
+    item [--accumulate(k), k > 1] [--half_gradients, mixed precision] --partition(entries)--> item
+         --assign(entries)--> replicate --> sync_in_graph --> sync_between_graph --> finalize
 
 The strategy is read once (``contract.read_entries``). Every pass is
 ``GraphItem -> PassResult`` and leaves its input alone. The assignment is
@@ -13,6 +13,8 @@ fails raises ``TransformError`` naming itself and the passes before it.
 import dataclasses
 from typing import Callable, List
 
+import tensorflow as tf
+
 from autodist.errors import AutoDistError, TransformError
 from autodist.kernel.analysis import analyze
 from autodist.kernel.assignment import STEP_NAME, Assignment, NodeContext, assign
@@ -20,6 +22,7 @@ from autodist.kernel.base import PassResult
 from autodist.kernel.contract import read_entries
 from autodist.kernel.accumulate import Accumulate
 from autodist.kernel.finalizer import Finalizer
+from autodist.kernel.half_gradients import HalfGradients, half_gradient_dtypes
 from autodist.kernel.partitioner import Partitioner
 from autodist.kernel.replicator import Replicator
 from autodist.kernel.synchronization import SyncBetweenGraph, SyncInGraph
@@ -75,6 +78,15 @@ def run_passes(item, passes: List[Callable], done=(), observe=None):
     return PassResult(item, details)
 
 
+def _wire_dtypes(item, entries):
+    """The half dtypes gradients travel in (``half_gradients``), but bfloat16 to a parameter server."""
+    dtypes = half_gradient_dtypes(item)
+    synced = entries.variables
+    return {v: d for v, d in dtypes.items()
+            if not (d == tf.bfloat16 and v in synced and synced[v].synchronizer is not None
+                    and synced[v].synchronizer.kind == "ps")}
+
+
 class GraphTransformer:
     """Transform a captured GraphItem for one node of a job, under a compiled strategy."""
 
@@ -87,6 +99,8 @@ class GraphTransformer:
         entries = read_entries(self.strategy)
         accumulating = entries.accumulation_steps > 1
         first = [Accumulate(entries.accumulation_steps)] if accumulating else []
+        half = _wire_dtypes(item, entries)
+        first += [HalfGradients(half)] if half else []
         partitioned = run_passes(item, first + [Partitioner(entries)], observe=self.observe)
         done = list(partitioned.details)
         try:

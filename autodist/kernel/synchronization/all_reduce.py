@@ -50,7 +50,7 @@ def _groups(assignment):
         sync = var.synchronizer
         compressor = sync.compressor if kind == "dense" and sync.compressor != Compressor.PowerSGDCompressor \
             else Compressor.NoneCompressor
-        dtype = assignment.analysis.variables[var.op_name].dtype
+        dtype = assignment.analysis.grad_dtype(var.op_name)
         groups[(sync.group, kind, compressor, dtype.name)].append(var)
     return [(key[1], key[2], groups[key]) for key in sorted(groups)]
 

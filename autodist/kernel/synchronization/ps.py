@@ -60,7 +60,7 @@ def _local(scratch, assignment, var, facts, component):
     """A stand-in for this node's local gradient component (made by ``reduce_locally``)."""
     shapes = {"dense": facts.shape, "values": [None] + facts.shape.as_list()[1:],
               "indices": [None], "dense_shape": [facts.shape.rank]}
-    dtype = facts.dtype if component in ("dense", "values") else tf.int64
+    dtype = assignment.analysis.grad_dtype(var.op_name) if component in ("dense", "values") else tf.int64
     if _single_dense(assignment, var):
         source = assignment.local[0].prefix + assignment.analysis.grad_tensors[var.op_name]["dense"]
     else:
@@ -128,7 +128,8 @@ def _accumulate(scratch, var, assignment, facts, divide):
                 return push, None
             dense_shape = _local(scratch, assignment, var, facts, "dense_shape")
             return push, _sparse_mean(*gathered, dense_shape, assignment.num_replicas, divide)
-        acc = tf.compat.v1.ConditionalAccumulator(facts.dtype, shape=facts.shape, reduction_type="SUM", name="acc",
+        acc = tf.compat.v1.ConditionalAccumulator(assignment.analysis.grad_dtype(var.op_name), shape=facts.shape,
+                                                  reduction_type="SUM", name="acc",
                                                   shared_name="{}/acc/{}".format(job, var.op_name))
         push = acc.apply_grad(_local(scratch, assignment, var, facts, "dense"), local_step=_ANY_STEP, name="push")
         if not assignment.node.is_chief:

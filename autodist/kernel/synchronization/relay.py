@@ -58,7 +58,7 @@ def _exchange(assignment, name, local_push, take, dtypes):
 def _dense(scratch, assignment, group, index, reduced):
     shapes = [assignment.analysis.variables[v.op_name].shape for v in group]
     sizes = [s.num_elements() for s in shapes]
-    dtype = assignment.analysis.variables[group[0].op_name].dtype
+    dtype = assignment.analysis.grad_dtype(group[0].op_name)
     name = "group_{}".format(index)
     with tf.name_scope("{}{}/".format(sync_scope("AutoDist-Relay/", assignment.group), name)):
         flats = []

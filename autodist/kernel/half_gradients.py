@@ -1,0 +1,80 @@
+"""Half gradients: a gradient computed in half precision travels in half precision.
+
+Under Keras' ``mixed_float16`` (or ``mixed_bfloat16``) policy a float32
+weight is cast to half for the forward pass; its gradient is a half gradient
+cast back up. Synchronizing the float32 cast would move twice the bytes. This
+pass makes the half gradient the one the later passes synchronize; the cast
+up moves behind the synchronization, into the update::
+
+    before                                   after
+    g16 --Cast--> g32 ==sync==> apply        g16 ==sync==> Cast --> g32 --> apply
+
+When gradients are accumulated, the accumulators keep float32 (their sum is
+exact) and the mean is cast down for the wire. Which variables qualify is
+decided on the captured graph (``half_gradient_dtypes``), so that the
+planner's byte counts and the kernel agree. Dense gradients only; an
+IndexedSlices gradient keeps its dtype. A bfloat16 gradient of a
+parameter-server variable keeps float32: TensorFlow's accumulators have no
+bfloat16 kernel.
+"""
+import tensorflow as tf
+
+from autodist.capture.queries import half_source, op_name
+from autodist.kernel.analysis import analyze
+from autodist.kernel.base import PassResult
+
+__all__ = ["HalfGradients", "half_gradient_dtypes"]
+
+
+def half_gradient_dtypes(graph_item):
+    """``{variable op name: half dtype}`` of the captured item's dense gradients computed in half precision."""
+    found = {}
+    for record in graph_item.grad_records:
+        if record.is_sparse:
+            continue
+        source = half_source(graph_item.graph.get_tensor_by_name(record.grad))
+        if source is not None:
+            found[op_name(record.target)] = source.dtype
+    return found
+
+
+class HalfGradients:
+    """The half-gradients pass (module docstring); details: {variable op name: the dtype it travels in}."""
+
+    name = "half_gradients"
+
+    def __init__(self, dtypes):
+        self.dtypes = dict(dtypes)
+
+    def __call__(self, item):
+        if not self.dtypes:
+            return PassResult(item, {})
+        analysis = analyze(item)
+        work = item.copy()
+        graph = work.graph
+        moved = {}
+        with graph.as_default():
+            for var_op, dtype in sorted(self.dtypes.items()):
+                if var_op not in analysis.grad_tensors or "dense" not in analysis.grad_tensors[var_op]:
+                    continue
+                grad = graph.get_tensor_by_name(analysis.grad_tensors[var_op]["dense"])
+                moved[var_op] = self._wire(graph, analysis, var_op, grad, dtype)
+        for var_op, wire in moved.items():
+            target = analysis.variables[var_op].name
+            work.pop_gradient_info(target)
+            work.extend_gradient_info([wire], [graph.get_tensor_by_name(target)],
+                                      [graph.get_operation_by_name(analysis.update_ops[var_op])])
+        return PassResult(work, {v: self.dtypes[v] for v in moved})
+
+    @staticmethod
+    def _wire(graph, analysis, var_op, grad, dtype):
+        """The half tensor to synchronize for ``grad``; the update reads it cast back up."""
+        source = half_source(grad)
+        if source is not None and source.dtype == dtype:
+            return source   # the cast up is already the update's input
+        with tf.name_scope("AutoDist-Half/{}/".format(var_op)), graph.control_dependencies(None):
+            down = tf.cast(grad, dtype, name="down")
+            up = tf.cast(down, grad.dtype, name="up")
+        for entry in analysis.grad_inputs[var_op]:
+            graph.get_operation_by_name(entry.consumer)._update_input(entry.index, up)
+        return down
