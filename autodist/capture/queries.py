@@ -21,7 +21,7 @@ import tensorflow as tf
 
 __all__ = ["op_of", "tensor_name", "op_name", "tf_variable", "variable_handle", "source_op",
            "is_variable_write", "is_checkpoint_restore", "is_update_candidate", "forward_reachable",
-           "ops_since", "variable_initializers", "HALF_DTYPES", "half_source"]
+           "ops_since", "variable_initializers", "HALF_DTYPES", "half_source", "half_gradient_dtypes"]
 
 
 # -- names ---------------------------------------------------------------------------
@@ -156,6 +156,18 @@ def half_source(tensor):
         return None
     source = tensor.op.inputs[0]
     return source if source.dtype in HALF_DTYPES and tensor.dtype in (tf.float32, tf.float64) else None
+
+
+def half_gradient_dtypes(graph_item):
+    """``{variable op name: half dtype}`` of the captured item's dense gradients computed in half precision."""
+    found = {}
+    for record in graph_item.grad_records:
+        if record.is_sparse:
+            continue
+        source = half_source(graph_item.graph.get_tensor_by_name(record.grad))
+        if source is not None:
+            found[op_name(record.target)] = source.dtype
+    return found
 
 
 def ops_since(graph, first_id):

@@ -19,23 +19,11 @@ bfloat16 kernel.
 """
 import tensorflow as tf
 
-from autodist.capture.queries import half_source, op_name
+from autodist.capture.queries import half_gradient_dtypes, half_source
 from autodist.kernel.analysis import analyze
 from autodist.kernel.base import PassResult
 
 __all__ = ["HalfGradients", "half_gradient_dtypes"]
-
-
-def half_gradient_dtypes(graph_item):
-    """``{variable op name: half dtype}`` of the captured item's dense gradients computed in half precision."""
-    found = {}
-    for record in graph_item.grad_records:
-        if record.is_sparse:
-            continue
-        source = half_source(graph_item.graph.get_tensor_by_name(record.grad))
-        if source is not None:
-            found[op_name(record.target)] = source.dtype
-    return found
 
 
 class HalfGradients:

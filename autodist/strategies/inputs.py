@@ -42,10 +42,21 @@ class BuilderVariable:
     byte_size: int
     is_sparse: bool
     in_control_flow: bool = False
+    grad_dtype: Optional[str] = None   # the dtype its gradient travels in, when narrower (mixed precision)
+
+    @property
+    def grad_byte_size(self):
+        """Bytes of one dense gradient as it travels (half precision travels half)."""
+        if self.grad_dtype is None or self.grad_dtype == self.dtype:
+            return self.byte_size
+        return self.byte_size * _ITEMSIZE.get(self.grad_dtype, 4) // max(1, _ITEMSIZE.get(self.dtype, 4))
 
     @property
     def shape_known(self):
         return self.shape is not None and all(d is not None for d in self.shape)
+
+
+_ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 
 
 def builder_variables(graph_item):
@@ -70,19 +81,22 @@ def builder_variables(graph_item):
         infos = variable_infos(ugraph, op_names)
     except ValueError as exc:
         raise StrategyError("cannot plan the gradient targets: {}".format(exc)) from None
-    return [_builder_variable(info, record.is_sparse, ugraph)
-            for info, record in zip(infos, records)]
+    from autodist.capture.queries import half_gradient_dtypes
+    half = half_gradient_dtypes(graph_item)
+    return [_builder_variable(info, record.is_sparse, ugraph, half.get(op_name))
+            for info, record, op_name in zip(infos, records, op_names)]
 
 
-def _builder_variable(info, is_sparse, ugraph):
+def _builder_variable(info, is_sparse, ugraph, grad_dtype=None):
     if info.dtype is not None:
         dtype = info.dtype.name
     else:   # bfloat16, float8...: numpy has no type, the IR still knows the name
         dtype = ugraph.ops_info[info.op_name].op_attr["dtype"].name
     shape = None if info.shape is None else tuple(info.shape)
     return BuilderVariable(name=info.name, op_name=info.op_name, shape=shape, dtype=dtype,
-                        byte_size=int(info.byte_size), is_sparse=bool(is_sparse),
-                        in_control_flow=bool(info.in_control_flow))
+                           byte_size=int(info.byte_size), is_sparse=bool(is_sparse),
+                           in_control_flow=bool(info.in_control_flow),
+                           grad_dtype=None if grad_dtype is None else grad_dtype.name)
 
 
 def replica_devices(resource_spec):

@@ -147,13 +147,15 @@ def wire_bytes(sync, var, nbytes, sparse_rows=None):
         row_bytes = var.byte_size / var.shape[0]
         rows = min(var.shape[0], sparse_rows) * nbytes / var.byte_size if var.byte_size else 0
         return min(float(nbytes), rows * (row_bytes + _INDEX_BYTES))
+    if var is not None and var.grad_dtype is not None and var.grad_dtype != var.dtype and var.byte_size:
+        nbytes = nbytes * var.grad_byte_size / var.byte_size   # a half gradient travels in half precision
     if sync.kind != "ar" or sync.compressor == Compressor.NoneCompressor:
         return float(nbytes)
     if sync.compressor == Compressor.PowerSGDCompressor and var is not None and var.shape_known \
             and len(var.shape) == 2 and nbytes:
         rows, cols = var.shape
         return min(float(nbytes), (rows + cols) * sync.powersgd_rank * nbytes / (rows * cols))
-    if var is not None and var.dtype == "float32":
+    if var is not None and var.dtype == "float32" and var.grad_dtype in (None, "float32"):
         return nbytes / 2.0
     return float(nbytes)
 
