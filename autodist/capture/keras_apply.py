@@ -172,12 +172,15 @@ def _refuse_hidden_write(op):
                        "see variable writes made by assign and scatter ops".format(op.name, op.type))
 
 
-def order_after_earlier_reads(new_ops, first_id):
-    """Make each write among ``new_ops`` wait for the reads of its variable made before op ``first_id``.
+def order_after_earlier_reads(new_ops):
+    """Make each write among ``new_ops`` (in creation order) wait for the reads of its variable made before them.
 
     Mutates the writes (adds control inputs). The reads of the variable's own
     creation (``<var>/Read``, ``IsInitialized``) do not count.
     """
+    if not new_ops:
+        return
+    first_id = new_ops[0]._id
     for op in new_ops:
         if not is_variable_write(op) or not op.inputs:
             continue

@@ -171,9 +171,14 @@ def half_gradient_dtypes(graph_item):
 
 
 def ops_since(graph, first_id):
-    """The ops made in ``graph`` since its version was ``first_id - 1``, in creation order."""
+    """The ops made in ``graph`` since its version was ``first_id - 1``, in creation order.
+
+    ``graph.version`` counts the ops (TensorFlow 2.21 numbers them from 2,
+    so a version is not an op id): the new ops are those after the first
+    ``first_id - 1`` in id order.
+    """
     by_id = graph._nodes_by_id  # a property that builds a dict: read it once
-    return [by_id[i] for i in range(first_id, graph.version + 1) if i in by_id]
+    return [by_id[i] for i in sorted(by_id)[first_id - 1:]]
 
 
 def variable_initializers(graph):

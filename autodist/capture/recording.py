@@ -172,7 +172,7 @@ def _keras_apply(graph, fn, optimizer, variables, call_args, call_kwargs):
     with straight_line_conds(graph) as guards, straight_update(optimizer, variables or ()):
         fn(optimizer, *call_args, **call_kwargs)
     new_ops = ops_since(graph, first_id)
-    order_after_earlier_reads(new_ops, first_id)
+    order_after_earlier_reads(new_ops)
     result = ordered_train_op(graph, new_ops, optimizer)
     guard_writes(graph, guards)
     return result, new_ops, micro_step_ops(optimizer, graph)
