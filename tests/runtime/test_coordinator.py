@@ -12,6 +12,7 @@ from autodist.errors import PreflightError, RemoteWorkerError
 from autodist.runtime.context import JobContext
 from autodist.spec.resource_spec import ResourceSpec
 from autodist.runner import LocalRunner, new_job_id
+from autodist.runner.console import NodeConsole
 from recording_runner import RecordingRunner
 from autodist.runner.base import wait_until
 from autodist.runner.preflight import VERSIONS_MARKER, local_versions
@@ -130,6 +131,19 @@ def test_a_failing_script_stops_the_job_and_names_host_code_and_log(launch):
     others = [h for h in cluster.handles("server") + cluster.handles("worker") if h is not worker]
     # The failure is published first, then the others are stopped (by the watch thread).
     assert wait_until(lambda: all(h.terminated for h in others), 5.0)
+
+
+def test_the_last_lines_of_a_failure_are_the_nodes_own_without_the_ready_handshake(launch, tmp_path):
+    """Issue 33, item 12: the server's internal ready line (and TensorFlow's chatter) stay in the log only."""
+    coordinator, cluster, _ = launch(sink=NodeConsole(stream=open(os.devnull, "w"), hidden=(READY,)))
+    server = cluster.handles("server")[0]
+    server.finish(1, "I0000 00:00:1795547531.316711   10739 port.cc:153] oneDNN custom operations are on.\n"
+                     "OSError: [Errno 98] Address already in use")
+    error = _wait_failure(coordinator)
+    assert error.log_tail == "OSError: [Errno 98] Address already in use"
+    assert READY not in str(error) and "oneDNN" not in str(error)
+    log = open(coordinator.logs.file(server.name, "server")).read()
+    assert log.startswith("{} 50".format(READY)) and "oneDNN" in log
 
 
 def test_a_dropped_connection_or_a_server_exit_is_a_failure(launch):
