@@ -369,8 +369,10 @@ class SSHRunner(Runner):
                 sftp.put(local_src, dst)
                 sftp.chmod(dst, stat.S_IMODE(os.stat(local_src).st_mode))
         except (OSError, paramiko.SSHException) as e:
-            raise LaunchError("{}: cannot copy {} to {}: {}".format(
-                self.where, local_src, remote_dst, _reason(e))) from e
+            failed = ("read {}".format(e.filename) if isinstance(e, OSError) and e.filename is not None and
+                      os.path.abspath(e.filename).startswith(os.path.abspath(local_src)) else "write on the node")
+            raise LaunchError("{}: cannot copy {} to {} ({} failed): {}".format(
+                self.where, local_src, remote_dst, failed, _reason(e))) from e
         finally:
             sftp.close()
 

@@ -140,8 +140,10 @@ class _Launcher:
         else:
             restore_from = os.environ.get(RESTORE_ENV) == "1"
         steps, secs = kwargs.get("save_checkpoint_steps"), kwargs.get("save_checkpoint_secs", 600)
+        attempt = ad.job.attempt
         hook = ResumeHook(kwargs["checkpoint_dir"], restore_from, ad.is_chief, _distributed_of,
-                          lambda text: notice(None, text), save_steps=steps, save_secs=None if steps else secs)
+                          lambda text: notice(None, text), save_steps=steps, save_secs=None if steps else secs,
+                          heading="attempt {}: ".format(attempt) if attempt else "")
         ad.job.before_term.append(hook.save_now)   # SIGTERM: a last checkpoint, then the job stops
         return hook
 
