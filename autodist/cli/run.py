@@ -28,6 +28,11 @@ lines prefixed ``[address]``) and a progress line on the chief (``--steps``:
 the script's step count, for an ETA); TensorFlow's start-up chatter and
 autodist's internal lines only with ``--verbose``. Every launched process's
 full output stays in ``~/.autodist/logs/job-<id>/`` (``autodist.runtime.job_logs``).
+
+Options out of their range (``--steps 0``, ``--stall-timeout 1e-9``,
+``--restart-backoff inf``, ``--min-nodes`` beyond the spec's nodes or without
+``--max-restarts``) exit with status 2 before anything runs
+(``autodist.runtime.limits``).
 """
 import argparse
 import getpass

@@ -32,6 +32,7 @@ import fcntl
 import os
 import shutil
 
+from autodist.fileio import make_private_dirs
 from autodist.runner.allocation import job_workdir
 
 __all__ = ["JobLogs", "LOG_BASE", "KEEP", "LOCK_FILE"]
@@ -40,17 +41,6 @@ LOG_BASE = "~/.autodist/logs"
 KEEP = 20
 LOCK_FILE = ".running"
 _PREFIX = "job-"
-
-
-def _make_private(path):
-    """Make directory ``path`` and its missing parents with mode 0700 (the umask would loosen makedirs')."""
-    missing = []
-    while path and not os.path.isdir(path):
-        missing.append(path)
-        path = os.path.dirname(path)
-    for directory in reversed(missing):
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-        os.chmod(directory, 0o700)
 
 
 def _held_by_a_live_job(directory):
@@ -86,7 +76,7 @@ class JobLogs:
         base = os.path.expanduser(self._base)
         self._prune(base)
         path = os.path.expanduser(self.path)
-        _make_private(base)
+        make_private_dirs(base)
         # Made under another name with its lock held, then renamed into place: a job's directory is never
         # seen without its lock while the job runs.
         starting = os.path.join(base, ".starting-" + os.path.basename(path))
