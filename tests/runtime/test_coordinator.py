@@ -413,3 +413,36 @@ def test_a_line_written_from_a_signal_handler_inside_a_write_does_not_hang():
     worker.start()
     assert done.wait(10), "write_line deadlocked on its own lock"
     assert lines == ["[autodist] outer\n", "[autodist] from the handler\n"]
+
+
+# A training script that announces its server, then prints 2 MB: far more than the 200 KiB log disk holds.
+CHATTY_NODE = """import sys, time
+print({ready!r} + " 1", flush=True)
+time.sleep(1.0)   # the chief sees the handshake before the lines push it out of the tail
+for i in range(20000):
+    print("x" * 99)
+print("done", flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_job_whose_log_disk_fills_up_goes_on_and_says_so_once(tmp_path, small_tmpfs):
+    """Issue 33, item 1, at the job's level: ~/.autodist/logs on a full disk used to end a healthy job."""
+    said = tmp_path / "console.txt"
+    with open(str(said), "w") as console:
+        coordinator = Coordinator(ResourceSpec.from_dict({"nodes": [{"address": "127.0.0.1", "chief": True},
+                                                                    {"address": "127.0.0.2"}]}),
+                                  new_job_id(), sink=console, workdir_base=str(tmp_path / "jobs"),
+                                  log_base=str(small_tmpfs / "logs"), poll_interval=0.05)
+        strategy = tmp_path / "strategy.pb"
+        strategy.write_bytes(b"plan")
+        try:
+            coordinator.launch(str(strategy), ["-c", CHATTY_NODE.format(ready=READY)], str(tmp_path),
+                               scripts_serve=True)
+            coordinator.finish(timeout=120)
+        finally:
+            coordinator.abort()
+    lines = said.read_text().splitlines()
+    notices = [line for line in lines if line.startswith("[autodist] node logs are no longer written")]
+    assert len(notices) == 1 and "No space left on device; the job goes on" in notices[0], notices
+    assert lines.count("[127.0.0.2] done") == 1 and lines.count("[127.0.0.2] " + "x" * 99) == 20000
