@@ -102,7 +102,7 @@ def validation_split(x, y, sample_weight, split):
     rows = num_rows(x)
     cut = int(math.floor(rows * (1.0 - split)))
     if cut in (0, rows):
-        raise ArgumentError("fit(validation_split={}): the training data has {} rows, too few to split into a "
+        raise ArgumentError("fit(validation_split={}): the training data has {} row(s), too few to split into a "
                             "validation and a training set, as in Keras. Give more data or another "
                             "validation_split".format(split, rows))
     head, tail = np.arange(cut), np.arange(cut, rows)
