@@ -14,10 +14,10 @@ Several modules may add actions to one group (``autodist spec validate`` here,
 import argparse
 import sys
 
-from autodist.errors import AutoDistError
+from autodist.errors import ArgumentError, AutoDistError
 from autodist.runtime.restart import EXIT_INTERRUPTED   # Ctrl-C: 130, as the shell reports SIGINT
 
-__all__ = ["command_group", "count", "report_error", "EXIT_USER_ERROR", "EXIT_INTERRUPTED", "USER_ERRORS"]
+__all__ = ["command_group", "count", "checked", "report_error", "EXIT_USER_ERROR", "EXIT_INTERRUPTED", "USER_ERRORS"]
 
 #: Exit status of a failure the user can fix (bad spec, missing file); argparse uses it too.
 EXIT_USER_ERROR = 2
@@ -69,3 +69,18 @@ def count(text):
     if not text.isdigit():
         raise argparse.ArgumentTypeError("expected a non-negative integer, got {!r}".format(text))
     return int(text)
+
+
+def checked(check, parse=float):
+    """An argparse type from a check of ``autodist.runtime.limits``: ``parse`` the text, then ``check(value,
+    name)``; argparse names the option in its usage error (exit status 2)."""
+    def convert(text):
+        try:
+            value = parse(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError("expected a number, got {!r}".format(text)) from None
+        try:
+            return check(value, "the value")
+        except ArgumentError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+    return convert

@@ -40,11 +40,11 @@ import json
 import os
 import sys
 
-from autodist.cli.common import EXIT_INTERRUPTED, count
+from autodist.cli.common import EXIT_INTERRUPTED, checked, count
 from autodist.cli.plan import builder_from_args, require_file
 from autodist.errors import RemoteWorkerError, ResourceSpecError
-from autodist.runtime.limits import (MAX_SECONDS, MIN_STALL_TIMEOUT, argparse_type, check_min_nodes,
-                                     restart_backoff, stall_timeout, whole)
+from autodist.runtime.limits import (MAX_SECONDS, MIN_STALL_TIMEOUT, check_min_nodes, restart_backoff, stall_timeout,
+                                     whole)
 from autodist.runtime.restart import ATTEMPT_ENV, NODE_FAILED, supervise
 from autodist.runtime.stall import DEFAULT_STALL_TIMEOUT
 
@@ -74,11 +74,11 @@ def register(subparsers):
     parser.add_argument("--logdir", metavar="DIR", help="write TensorBoard scalars per node into DIR")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="show everything every node prints, TensorFlow's start-up messages included")
-    parser.add_argument("--steps", type=argparse_type(whole, int), metavar="N",
+    parser.add_argument("--steps", type=checked(whole, int), metavar="N",
                         help="the number of session calls the script makes, for the progress line's ETA")
     parser.add_argument("--no-progress", dest="progress", action="store_false",
                         help="no progress line on the chief")
-    parser.add_argument("--stall-timeout", type=argparse_type(stall_timeout), default=DEFAULT_STALL_TIMEOUT,
+    parser.add_argument("--stall-timeout", type=checked(stall_timeout), default=DEFAULT_STALL_TIMEOUT,
                         metavar="S", help="a step without progress for S seconds ends the job with a report of the "
                                           "nodes that held it up ({:g} to {:g}; default: %(default).0f)".format(
                                               MIN_STALL_TIMEOUT, MAX_SECONDS))
@@ -86,10 +86,10 @@ def register(subparsers):
                         help="after a node failure (a script or server exits, a connection drops, a stall) start "
                              "a new job up to N times; a script that saves checkpoints resumes from its newest "
                              "(MonitoredTrainingSession(checkpoint_dir=...)). Default 0")
-    parser.add_argument("--restart-backoff", type=argparse_type(restart_backoff), default=2.0, metavar="S",
+    parser.add_argument("--restart-backoff", type=checked(restart_backoff), default=2.0, metavar="S",
                         help="seconds between a failed attempt and the next (0 to {:g}; default: %(default).0f)"
                              .format(MAX_SECONDS))
-    parser.add_argument("--min-nodes", type=argparse_type(whole, int), default=None, metavar="K",
+    parser.add_argument("--min-nodes", type=checked(whole, int), default=None, metavar="K",
                         help="with --max-restarts: a restart leaves out the nodes that cannot be reached (fail "
                              "preflight) while at least K nodes remain; the strategy is rebuilt for them and "
                              "training resumes from the checkpoint")

@@ -14,7 +14,6 @@ dropped before an exit status arrived.
 import abc
 import codecs
 import collections
-import os
 import sys
 import threading
 import time

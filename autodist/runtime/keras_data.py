@@ -68,7 +68,8 @@ def unpack(element):
 
 
 def _is_arrays(nest):
-    return all(a is None or isinstance(a, (np.ndarray, tf.Tensor, np.generic, int, float)) or hasattr(a, "__array__")
+    """Whether every leaf of ``nest`` is an array Keras slices (a list of plain numbers is not one, in Keras)."""
+    return all(a is None or isinstance(a, (np.ndarray, tf.Tensor)) or hasattr(a, "__array__")
                for a in tf.nest.flatten(nest))
 
 

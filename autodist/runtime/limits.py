@@ -1,8 +1,8 @@
 """The accepted ranges of a job's settings, checked where they are given, before anything runs.
 
-``autodist run``'s options (as argparse types: a bad value exits with status 2
-and a usage line) and ``AutoDist(...)``'s arguments (``ArgumentError``) go
-through the same checks::
+``autodist run``'s options (as argparse types, ``cli.common.checked``: a bad
+value exits with status 2 and a usage line) and ``AutoDist(...)``'s arguments
+(``ArgumentError``) go through the same checks::
 
     steps, total_steps        a whole number >= 1 (session calls, for the ETA)
     stall_timeout             MIN_STALL_TIMEOUT .. MAX_SECONDS s (the API's None: no stall reports)
@@ -10,7 +10,6 @@ through the same checks::
     max_restarts              a whole number >= 0
     min_nodes                 1 .. the spec's node count, and only with restarts (it acts at a restart)
 """
-import argparse
 import math
 import numbers
 
@@ -18,7 +17,7 @@ from autodist.errors import ArgumentError
 from autodist.runtime.stall import QUIET_AFTER
 
 __all__ = ["MIN_STALL_TIMEOUT", "MAX_SECONDS", "whole", "seconds", "stall_timeout", "restart_backoff",
-           "check_min_nodes", "check_job_arguments", "argparse_type"]
+           "check_min_nodes", "check_job_arguments"]
 
 #: Nodes report once a second, and one unheard for QUIET_AFTER s counts as quiet: a stall timeout not
 #: beyond that would call healthy nodes stalled between two late reports.
@@ -75,18 +74,3 @@ def check_job_arguments(spec, total_steps=None, stall=None, max_restarts=0, back
     whole(max_restarts, "max_restarts", least=0)
     restart_backoff(backoff)
     check_min_nodes(min_nodes, len(spec.node_specs), max_restarts or restarted)
-
-
-def argparse_type(check, parse=float):
-    """An argparse type from a check: ``parse`` the text, then ``check(value, name)``; the option is named by
-    argparse in its usage error."""
-    def convert(text):
-        try:
-            value = parse(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError("expected a number, got {!r}".format(text)) from None
-        try:
-            return check(value, "the value")
-        except ArgumentError as e:
-            raise argparse.ArgumentTypeError(str(e)) from None
-    return convert
