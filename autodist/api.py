@@ -46,6 +46,7 @@ from autodist.capture.keras import guard_keras_loops, on_compile
 from autodist.capture.optimizers import capture_optimizers
 from autodist.errors import CaptureError, SessionError, StrategyError
 from autodist.runtime.job import Job, script_argv
+from autodist.runtime.limits import check_job_arguments
 from autodist.runtime.notices import notice
 from autodist.runtime.restart import attempt_of, supervise_script
 from autodist.runtime.stall import DEFAULT_STALL_TIMEOUT
@@ -72,6 +73,9 @@ class AutoDist:
     the job with a ``StallError`` naming the nodes that held it up (None: never).
     ``max_restarts`` (with ``restart_backoff`` s between attempts), ``min_nodes``,
     ``checkpoint_dir`` and ``save_every``: see the module docstring.
+    Settings outside their range (``autodist.runtime.limits``: a negative
+    ``total_steps``, an infinite ``restart_backoff``, more ``min_nodes`` than the
+    spec has nodes...) raise ``ArgumentError`` before anything starts.
     ``launcher``: how the chief starts the other nodes, ``"ssh"`` or ``"srun"``
     (Slurm job steps, ``docs/slurm.md``); None: srun inside a Slurm allocation,
     else ssh. ``resource_spec_file`` may also be a loaded ``ResourceSpec``.
@@ -89,6 +93,8 @@ class AutoDist:
         _check_accumulation_steps(accumulation_steps)
         self._resource_spec = (resource_spec_file if isinstance(resource_spec_file, ResourceSpec)
                                else ResourceSpec(resource_spec_file))
+        check_job_arguments(self._resource_spec, total_steps, stall_timeout, max_restarts, restart_backoff, min_nodes,
+                            restarted=attempt_of(os.environ) is not None)
         self._graph_item = None
         if max_restarts and job is None and _new_chief(os.environ):
             sys.exit(supervise_script(launch_argv if launch_argv is not None else script_argv(), max_restarts,

@@ -21,6 +21,7 @@ __all__ = [
     "RemoteWorkerError",
     "CheckpointError",
     "FunctionError",
+    "ArgumentError",
 ]
 
 
@@ -142,3 +143,13 @@ class CheckpointError(AutoDistError, ValueError):
 
 class FunctionError(AutoDistError, TypeError):
     """``AutoDist.function`` was called with arguments it cannot turn into graph inputs."""
+
+
+class ArgumentError(AutoDistError, ValueError):
+    """An argument autodist was given is outside what it accepts or can run as one device would.
+
+    The message names the argument (``stall_timeout``, ``--steps``,
+    ``model.fit(validation_split=...)``), what it accepts and, where there is
+    one, the fix. A ``ValueError``, as Keras' own refusals of ``fit``'s
+    arguments are.
+    """

@@ -1,8 +1,20 @@
-"""Atomic file writes: a reader sees the old file or the new one, never half of one."""
+"""Atomic file writes (a reader sees the old file or the new one, never half of one) and private directories."""
 import os
 import tempfile
 
-__all__ = ["atomic_write_bytes"]
+__all__ = ["atomic_write_bytes", "make_private_dirs"]
+
+
+def make_private_dirs(path):
+    """Make directory ``path`` and each missing parent with mode 0700 (``os.makedirs``' mode is cut by the
+    umask and not given to parents): ``~/.autodist`` and what autodist keeps in it are its user's only."""
+    missing = []
+    while path and not os.path.isdir(path):
+        missing.append(path)
+        path = os.path.dirname(path)
+    for directory in reversed(missing):
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        os.chmod(directory, 0o700)
 
 
 def atomic_write_bytes(path, data, mode=0o600):

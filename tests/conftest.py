@@ -16,6 +16,7 @@ that it runs the same in the foreground and in the background.
 """
 import os
 import signal
+import subprocess
 import sys
 
 import pytest
@@ -35,6 +36,28 @@ def sshd(tmp_path_factory):
     server = sshd_fixture.start_sshd(str(tmp_path_factory.mktemp("sshd")))
     yield server
     server.stop()
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """A directory on a fresh 200 KiB tmpfs: a file system that fills up. Unmounted afterwards, also on failure.
+
+    Mounting needs root (CI runs the suite as root); elsewhere the test is
+    skipped with the reason.
+    """
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs (a disk that fills up) needs root; CI runs this as root")
+    target = tmp_path / "small_tmpfs"
+    target.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200k,mode=0755", "tmpfs", str(target)],
+                             capture_output=True, text=True, timeout=30)
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here: {}".format(mounted.stderr.strip() or mounted.returncode))
+    try:
+        yield target
+    finally:
+        if subprocess.run(["umount", str(target)], capture_output=True, timeout=30).returncode != 0:
+            subprocess.run(["umount", "-l", str(target)], capture_output=True, timeout=30)
 
 
 @pytest.fixture(scope="session")

@@ -141,13 +141,16 @@ class ResumeHook(tf.compat.v1.train.SessionRunHook):
     """``MonitoredTrainingSession(checkpoint_dir=...)`` under ``autodist run`` (see the module docstring).
 
     ``distributed(session)`` gives the DistributedSession behind the session
-    the hooks see; the other arguments are ``Resumer``'s and the save interval.
+    the hooks see; the other arguments are ``Resumer``'s and the save interval
+    (``heading``: ``"attempt 2: "`` under a supervisor, whose restart line
+    leaves it to the attempt to say where training resumes).
     """
 
-    def __init__(self, checkpoint_dir, restore_from, is_chief, distributed, say, save_steps=None, save_secs=None):
+    def __init__(self, checkpoint_dir, restore_from, is_chief, distributed, say, save_steps=None, save_secs=None,
+                 heading=""):
         if save_steps is None and save_secs is None:
             save_secs = 600.0   # MonitoredTrainingSession's default
-        self._resumer = Resumer(checkpoint_dir, restore_from, is_chief, say)
+        self._resumer = Resumer(checkpoint_dir, restore_from, is_chief, say, heading)
         self._distributed = distributed
         self._save_steps, self._save_secs = save_steps, save_secs
         self._global_step = tf.compat.v1.train.get_or_create_global_step()

@@ -10,13 +10,16 @@ Sub-commands live in this package, one module per group (shared helpers in
 :data:`COMMANDS`. Failures the user can fix (a malformed spec, a missing file,
 any :class:`~autodist.errors.AutoDistError`) print ``autodist: error: <message>``
 on stderr and exit with status 2, like argparse's usage errors, without a
-traceback: the message already names the file, line and key. Any other
-exception is a bug in autodist and keeps its traceback.
+traceback: the message already names the file, line and key. Ctrl-C ends
+any command with ``autodist: interrupted`` and status 130, without a
+traceback (``autodist run`` says more: every process of its job was
+stopped). Any other exception is a bug in autodist and keeps its traceback.
 """
 import argparse
+import sys
 
 from autodist import __version__
-from autodist.cli.common import EXIT_USER_ERROR, USER_ERRORS, report_error
+from autodist.cli.common import EXIT_INTERRUPTED, EXIT_USER_ERROR, USER_ERRORS, report_error
 from autodist.cli import calibrate, plan, run, spec, spec_convert
 
 __all__ = ["main", "build_parser", "COMMANDS"]
@@ -48,3 +51,6 @@ def main(argv=None):
     except USER_ERRORS as exc:
         report_error(exc)
         return EXIT_USER_ERROR
+    except KeyboardInterrupt:   # Ctrl-C: what it stopped has been cleaned up on the way out; no traceback
+        print("autodist: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED

@@ -6,10 +6,14 @@
 
 A GraphItem file (written by ``GraphItem.serialize``) is planned directly; it
 needs ``-r``, and ``-s`` defaults to PSLoadBalancing, AutoDist's default. A
-``.py`` target is run in this process, as ``python SCRIPT.py args`` would run
-it, until it asks for a distributed session; its AutoDist object then gives
-the captured graph, and its resource spec and builder unless ``-r`` / ``-s``
-replace them (options on the command line win). ``--arg`` values are Python
+``.py`` target is run in this process as ``autodist run`` runs it
+(``runtime.autorun.capture_script``) until it asks for its first distributed
+session, and stopped there: nothing trains. A script that uses the API gives
+its AutoDist object: the captured graph, and its resource spec and builder
+unless ``-r`` / ``-s`` replace them (options on the command line win). An
+unmodified tf.compat.v1 or Keras script (one ``autodist run`` accepts) is
+captured at its first ``Session`` / ``MonitoredTrainingSession`` on the
+training graph, or its first ``fit``, and needs ``-r``. ``--arg`` values are Python
 literals where they parse (``sync=False``, ``chunk_size=64``, ``seed=None``),
 strings otherwise (``all_reduce_spec=RING``).
 
@@ -133,12 +137,17 @@ def require_file(path):
 
 
 def _plan(args):
+    from autodist.runner.console import quiet_tensorflow_start
+    quiet_tensorflow_start()   # TensorFlow's start-up chatter stays off the console, as under autodist run
     from autodist.spec.resource_spec import ResourceSpec
     is_script = args.target.endswith(".py")
     if not is_script and args.script_args:
         _late_options(args)
     builder = builder_from_args(args)
     spec = ResourceSpec(args.resource_spec) if args.resource_spec else None
+    if args.png:   # before the script runs: say at once what to install
+        from autodist.strategies.picture import require_matplotlib
+        require_matplotlib()
     if is_script:
         graph_item, spec, builder = _from_script(args.target, args.script_args, spec, builder)
     else:
@@ -160,19 +169,25 @@ def _from_graph_item_file(args, spec, builder):
 
 
 def _from_script(script, script_args, spec, builder):
-    """Run ``script`` until it asks for a session; (graph item, spec, builder) with CLI overrides."""
-    from autodist.runtime.user_script import run_until_session_request
-    try:
-        autodist = run_until_session_request(script, script_args)
-    except SystemExit as exc:
-        raise CaptureError("{} exited (status {}) before asking for a distributed session; "
-                           "plan needs a script that calls ad.create_distributed_session()"
-                           .format(script, exc.code)) from None
-    if autodist is None:
-        raise CaptureError("{} finished without asking for a distributed session; plan needs a "
-                           "script that calls ad.create_distributed_session()".format(script))
-    return (autodist.graph_item, spec or autodist.resource_spec,
-            builder or autodist.strategy_builder)
+    """Run ``script`` as ``autodist run`` would, until its first distributed session; (graph item, spec, builder)
+    with CLI overrides. A script that uses the API gives its own AutoDist (spec and builder); an unmodified
+    tf.compat.v1 or Keras script is captured as ``autodist run`` captures it and needs ``-r``."""
+    from autodist.api import AutoDist
+    from autodist.runtime.autorun import capture_script
+    from autodist.spec.resource_spec import ResourceSpec
+    planner = AutoDist(spec or ResourceSpec.from_dict({"nodes": [{"address": "127.0.0.1"}]}, path="<plan>"),
+                       builder)
+    asked, status = capture_script(planner, script, script_args)
+    if asked is None:
+        raise CaptureError("{} {} asking for a distributed session; plan needs a script that trains through a "
+                           "tf.compat.v1 Session or MonitoredTrainingSession, Keras fit or "
+                           "ad.create_distributed_session() (docs/running.md)".format(
+                               script, "finished without" if status is None else
+                               "exited (status {}) before".format(status)))
+    if asked is planner and spec is None:
+        raise CaptureError("{} has no AutoDist of its own (it is planned as autodist run would run it, stopped at "
+                           "its first session): give the cluster with -r SPEC".format(script))
+    return asked.graph_item, spec or asked.resource_spec, builder or asked.strategy_builder
 
 
 def _plan_report(graph_item, spec, builder):

@@ -28,6 +28,11 @@ lines prefixed ``[address]``) and a progress line on the chief (``--steps``:
 the script's step count, for an ETA); TensorFlow's start-up chatter and
 autodist's internal lines only with ``--verbose``. Every launched process's
 full output stays in ``~/.autodist/logs/job-<id>/`` (``autodist.runtime.job_logs``).
+
+Options out of their range (``--steps 0``, ``--stall-timeout 1e-9``,
+``--restart-backoff inf``, ``--min-nodes`` beyond the spec's nodes or without
+``--max-restarts``) exit with status 2 before anything runs
+(``autodist.runtime.limits``).
 """
 import argparse
 import getpass
@@ -35,16 +40,17 @@ import json
 import os
 import sys
 
-from autodist.cli.common import count
+from autodist.cli.common import EXIT_INTERRUPTED, checked, count
 from autodist.cli.plan import builder_from_args, require_file
 from autodist.errors import RemoteWorkerError, ResourceSpecError
-from autodist.runtime.restart import NODE_FAILED, supervise
+from autodist.runtime.limits import (MAX_SECONDS, MIN_STALL_TIMEOUT, check_min_nodes, restart_backoff, stall_timeout,
+                                     whole)
+from autodist.runtime.restart import ATTEMPT_ENV, NODE_FAILED, supervise
 from autodist.runtime.stall import DEFAULT_STALL_TIMEOUT
 
 __all__ = ["register", "worker_argv", "resource_spec_of"]
 
 EXIT_REMOTE_FAILURE = 1
-EXIT_INTERRUPTED = 130
 
 
 def register(subparsers):
@@ -68,20 +74,22 @@ def register(subparsers):
     parser.add_argument("--logdir", metavar="DIR", help="write TensorBoard scalars per node into DIR")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="show everything every node prints, TensorFlow's start-up messages included")
-    parser.add_argument("--steps", type=int, metavar="N",
+    parser.add_argument("--steps", type=checked(whole, int), metavar="N",
                         help="the number of session calls the script makes, for the progress line's ETA")
     parser.add_argument("--no-progress", dest="progress", action="store_false",
                         help="no progress line on the chief")
-    parser.add_argument("--stall-timeout", type=_seconds, default=DEFAULT_STALL_TIMEOUT, metavar="S",
-                        help="a step without progress for S seconds ends the job with a report of the nodes "
-                             "that held it up (default: %(default).0f)")
+    parser.add_argument("--stall-timeout", type=checked(stall_timeout), default=DEFAULT_STALL_TIMEOUT,
+                        metavar="S", help="a step without progress for S seconds ends the job with a report of the "
+                                          "nodes that held it up ({:g} to {:g}; default: %(default).0f)".format(
+                                              MIN_STALL_TIMEOUT, MAX_SECONDS))
     parser.add_argument("--max-restarts", type=count, default=0, metavar="N",
                         help="after a node failure (a script or server exits, a connection drops, a stall) start "
-                             "a new job up to N times; the script resumes from its newest checkpoint "
+                             "a new job up to N times; a script that saves checkpoints resumes from its newest "
                              "(MonitoredTrainingSession(checkpoint_dir=...)). Default 0")
-    parser.add_argument("--restart-backoff", type=_seconds, default=2.0, metavar="S",
-                        help="seconds between a failed attempt and the next (default: %(default).0f)")
-    parser.add_argument("--min-nodes", type=count, default=None, metavar="K",
+    parser.add_argument("--restart-backoff", type=checked(restart_backoff), default=2.0, metavar="S",
+                        help="seconds between a failed attempt and the next (0 to {:g}; default: %(default).0f)"
+                             .format(MAX_SECONDS))
+    parser.add_argument("--min-nodes", type=checked(whole, int), default=None, metavar="K",
                         help="with --max-restarts: a restart leaves out the nodes that cannot be reached (fail "
                              "preflight) while at least K nodes remain; the strategy is rebuilt for them and "
                              "training resumes from the checkpoint")
@@ -90,16 +98,6 @@ def register(subparsers):
     parser.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS",
                         help="arguments passed to the script")
     parser.set_defaults(handler=_run)
-
-
-def _seconds(text):
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError("expected a positive number of seconds, got {!r}".format(text))
-    return value
 
 
 def worker_argv(spec, strategy, builder_args, script, script_args, trace_dir=None, logdir=None, verbose=False):
@@ -153,9 +151,17 @@ def resource_spec_of(args, environ):
     return ResourceSpec.from_dict(data, path="<Slurm allocation>"), data
 
 
+def _node_count(spec):
+    """The number of nodes of ``spec``: a loaded ResourceSpec or the path of its file."""
+    from autodist.spec.resource_spec import ResourceSpec
+    return len((ResourceSpec(spec) if isinstance(spec, str) else spec).node_specs)
+
+
 def _run(args):
     from autodist.runner.console import quiet_tensorflow_start
     spec, worker_spec = resource_spec_of(args, os.environ)
+    check_min_nodes(args.min_nodes, _node_count(spec), args.max_restarts or os.environ.get(ATTEMPT_ENV),
+                    name="--min-nodes", restarts_name="--max-restarts")
     script = os.path.abspath(args.script)
     require_file(args.script)
     builder = builder_from_args(args)

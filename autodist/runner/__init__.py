@@ -8,8 +8,9 @@
 Modules: ``shell`` (the only place that builds remote shell text), ``base``
 (``Runner``, ``ProcessHandle``), ``local``, ``ssh`` (+ ``hostkeys``), ``srun``,
 ``preflight``, ``allocation`` (job ids, working directories, ports),
-``frames`` (the reports a node sends inside its output) and ``console``
-(what of a node's output the chief's console shows).  Names are loaded on first use, so
+``frames`` (the reports a node sends inside its output), ``console``
+(what of a node's output the chief's console shows) and ``node_log`` (a node's
+log file on the chief: owner-only, best-effort).  Names are loaded on first use, so
 importing this package does not import paramiko.
 """
 import importlib

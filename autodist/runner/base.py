@@ -14,19 +14,21 @@ dropped before an exit status arrived.
 import abc
 import codecs
 import collections
-import os
 import sys
 import threading
 import time
 
 from autodist.errors import RemoteWorkerError
 from autodist.runner.frames import FrameSplitter
+from autodist.runner.node_log import NodeLog
 
 __all__ = ["Runner", "ProcessHandle", "EventProcessHandle", "OutputPump", "run_for_output", "wait_until", "run_bounded",
-           "write_line", "WholeLines", "DISCARD", "CONNECTION_LOST", "MAX_TAIL_LINES"]
+           "write_line", "WholeLines", "DISCARD", "CONNECTION_LOST", "MAX_TAIL_LINES", "MAX_LINE", "ANNOUNCE"]
 
 CONNECTION_LOST = 255
 MAX_TAIL_LINES = 1000
+MAX_LINE = 65536        # characters of one line that reach the console and the tail (the log gets all of it)
+ANNOUNCE = "autodist"   # the prefix of the chief's own lines (``runtime.notices`` uses it too)
 
 # One lock for every sink write, so lines of different nodes never interleave
 # within a line. Re-entrant: a signal handler (a stop's line) runs in the main
@@ -129,63 +131,104 @@ class OutputPump:
     Framed reports (``autodist.runner.frames``) are taken out first; the
     latest is kept (``report``). Each complete line goes to ``intercept``
     (which may swallow it, e.g. the pgid marker), then to the sink as
-    ``[name] line`` and to ``log_path`` as is, and into a bounded buffer that
-    ``tail`` reads.  ``sink=None`` means whatever ``sys.stdout`` is at the
-    time of writing. A sink with a ``shows(line)`` method (``console.NodeConsole``)
-    gets only the lines it shows; the log and the tail keep every line.
+    ``[name] line`` and to ``log_path`` as is (``runner.node_log``: mode 0600,
+    best-effort: a full disk stops the log, never the relay), and into a
+    bounded buffer that ``tail`` reads.  ``sink=None`` means whatever
+    ``sys.stdout`` is at the time of writing. A sink with a ``shows(line)``
+    method (``console.NodeConsole``) gets only the lines it shows, and so do
+    lines for which ``hide(line)`` is true; the log and the tail keep every line.
+
+    Time is linear in the output's length: a line that arrives in many chunks
+    is kept in pieces and joined once. A line longer than ``MAX_LINE``
+    characters goes whole to the log, written as it arrives; the console and
+    the tail get its first ``MAX_LINE`` characters and a marker saying so.
     """
 
-    def __init__(self, name, sink=None, log_path=None, intercept=None):
+    def __init__(self, name, sink=None, log_path=None, intercept=None, hide=None):
         self.name = name
         self._sink = sink
         self._shows = getattr(sink, "shows", None)
         self._intercept = intercept
+        self._hide = hide
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._frames = FrameSplitter()
         self._report = None   # (time.monotonic() when received, report dict)
-        self._partial = ""
+        self._pieces = []     # the line being received, in pieces
+        self._length = 0      # its length so far
+        self._cut = False     # it passed MAX_LINE: its head is in _pieces, the whole of it in the log
         self._lines = collections.deque(maxlen=MAX_TAIL_LINES)
         self._lock = threading.Lock()
         self._log = None
         if log_path is not None:
-            parent = os.path.dirname(os.path.abspath(log_path))
-            os.makedirs(parent, exist_ok=True)
-            self._log = open(log_path, "a", encoding="utf-8")
+            self._log = NodeLog(log_path, lambda text: write_line(ANNOUNCE, self._sink, text))
 
     def feed(self, data):
         text, reports = self._frames.split(self._decoder.decode(data))
         if reports:
             self._report = (time.monotonic(), reports[-1])
         with self._lock:
-            text = self._partial + text
-            *complete, self._partial = text.split("\n")
-            for line in complete:
-                self._emit(line.rstrip("\r"))
+            *complete, rest = text.split("\n")
+            for piece in complete:
+                self._add(piece)
+                self._end_line()
+            self._add(rest)
 
     def close(self):
         """Flush a last unterminated line and close the log file; idempotent."""
         with self._lock:
-            rest = self._partial + self._decoder.decode(b"", final=True)
-            self._partial = ""
-            if rest:
-                self._emit(rest.rstrip("\r"))
+            self._add(self._decoder.decode(b"", final=True))
+            if self._length:
+                self._end_line()
             if self._log is not None:
                 self._log.close()
                 self._log = None
 
+    def _add(self, piece):
+        """More of the line being received (no newline in ``piece``)."""
+        if not piece:
+            return
+        self._length += len(piece)
+        if self._cut:
+            self._write_log(piece)
+            return
+        self._pieces.append(piece)
+        if self._length > MAX_LINE:
+            whole = "".join(self._pieces)
+            self._write_log(whole)
+            self._pieces, self._cut = [whole[:MAX_LINE]], True
+
+    def _end_line(self):
+        line, length, cut = "".join(self._pieces), self._length, self._cut
+        self._pieces, self._length, self._cut = [], 0, False
+        if not cut:
+            self._emit(line.rstrip("\r"))
+            return
+        self._write_log("\n")
+        self._keep(line + " [autodist: line cut here: the first {} of its {} characters; the whole line is in "
+                          "the node's log]".format(MAX_LINE, length))
+
     def _emit(self, line):
         if self._intercept is not None and self._intercept(line):
             return
+        self._write_log(line + "\n")
+        self._keep(line)
+
+    def _keep(self, line):
+        """``line`` into the tail and, unless it is hidden, onto the console."""
         self._lines.append(line)
-        if self._log is not None:
-            self._log.write(line + "\n")
-            self._log.flush()
-        if self._shows is None or self._shows(line):
+        if (self._shows is None or self._shows(line)) and not (self._hide is not None and self._hide(line)):
             write_line(self.name, self._sink, line)
 
-    def tail(self, n=20):
+    def _write_log(self, text):
+        if self._log is not None:
+            self._log.write(text)
+
+    def tail(self, n=20, shown=False):
+        """The last ``n`` lines; ``shown``: of those the sink shows (no chatter, no internal lines)."""
         with self._lock:
             lines = list(self._lines)
+        if shown and self._shows is not None:
+            lines = [line for line in lines if self._shows(line)]
         return "\n".join(lines[-n:] if n > 0 else [])
 
     @property
@@ -227,9 +270,10 @@ class ProcessHandle(abc.ABC):
     def terminate(self, grace=5.0):
         """TERM the process group, KILL it after ``grace`` seconds."""
 
-    def tail(self, n=20):
-        """The last ``n`` lines of output (the pgid marker excluded)."""
-        return self._pump.tail(n)
+    def tail(self, n=20, shown=False):
+        """The last ``n`` lines of output (the pgid marker excluded); ``shown``: of the lines the console
+        shows (no TensorFlow chatter, no internal lines such as the server's ready line, unless verbose)."""
+        return self._pump.tail(n, shown)
 
     @property
     def report(self):
@@ -241,7 +285,7 @@ class ProcessHandle(abc.ABC):
         code = self.poll()
         if not reason and self.connection_lost:
             reason = "lost its connection (exit code {})".format(code)
-        return RemoteWorkerError(self.name, exit_code=code, log_tail=self.tail(), reason=reason)
+        return RemoteWorkerError(self.name, exit_code=code, log_tail=self.tail(shown=True), reason=reason)
 
     def __repr__(self):
         return "<{} {} pid={} pgid={} code={}>".format(

@@ -16,7 +16,9 @@ from autodist.errors import LaunchError
 from autodist.runner.base import OutputPump, ProcessHandle, Runner, wait_until
 from autodist.runner.shell import check_removable, validate_argv, validate_env
 
-__all__ = ["LocalRunner", "LocalProcessHandle", "live_group_members", "start_process"]
+__all__ = ["LocalRunner", "LocalProcessHandle", "live_group_members", "start_process", "copy_file"]
+
+COPY_CHUNK = 1 << 20
 
 
 def _shell_code(code):
@@ -117,6 +119,30 @@ class LocalProcessHandle(ProcessHandle):
         return self.wait(timeout=5.0)
 
 
+def copy_file(name, src, dst):
+    """Copy file ``src`` to ``dst`` with its mode; ``LaunchError`` says whether reading ``src`` or writing
+    ``dst`` failed (shutil's errors name the source also when the target's disk is full)."""
+    failing = ("read", src)
+    try:
+        with open(src, "rb") as source:
+            failing = ("write", dst)
+            with open(dst, "wb") as target:   # its close flushes: still a write
+                while True:
+                    failing = ("read", src)
+                    chunk = source.read(COPY_CHUNK)
+                    if not chunk:
+                        break
+                    failing = ("write", dst)
+                    target.write(chunk)
+                failing = ("write", dst)
+        failing = ("set the mode of", dst)
+        shutil.copymode(src, dst)
+    except OSError as e:
+        verb, path = failing
+        raise LaunchError("{}: cannot {} {} (copying {} to {}): {}".format(
+            name, verb, path, src, dst, e.strerror or e)) from e
+
+
 def start_process(name, argv, env=None, cwd=None, log_path=None, sink=None, handle_class=LocalProcessHandle,
                   stdin=subprocess.DEVNULL):
     """Start ``argv`` here in a new session, ``env`` laid over ours; a ``handle_class`` for it.
@@ -153,13 +179,17 @@ class LocalRunner(Runner):
         return start_process(self.name, argv, env, cwd, log_path, sink if sink is not None else self._sink)
 
     def copy(self, local_src, remote_dst):
+        """Copy a file (with its mode) or a tree; ``LaunchError`` names the operation and the path that failed."""
         dst = os.path.expanduser(remote_dst)
-        parent = os.path.dirname(os.path.abspath(dst))
-        os.makedirs(parent, exist_ok=True)
-        if os.path.isdir(local_src):
-            shutil.copytree(local_src, dst, dirs_exist_ok=True)
-        else:
-            shutil.copy2(local_src, dst)
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(dst)), exist_ok=True)
+            if os.path.isdir(local_src):
+                shutil.copytree(local_src, dst, dirs_exist_ok=True,
+                                copy_function=lambda src, to: copy_file(self.name, src, to))
+            else:
+                copy_file(self.name, local_src, dst)
+        except OSError as e:   # a directory that cannot be made (copy_file names its own failures)
+            raise LaunchError("{}: cannot copy {} to {}: {}".format(self.name, local_src, dst, e)) from e
 
     def makedirs(self, path):
         os.makedirs(os.path.expanduser(path), exist_ok=True)

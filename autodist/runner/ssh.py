@@ -16,8 +16,10 @@ exit status; ``poll()`` then returns ``CONNECTION_LOST`` and
 ``connection_lost`` is True.  Keep-alives and TCP timeouts bound how long a
 silently dead link can go unnoticed (about 10 s).
 """
+import logging
 import os
 import posixpath
+import re
 import socket
 import stat
 import threading
@@ -38,6 +40,24 @@ DEFAULT_CONNECT_TIMEOUT = 10.0
 KEEPALIVE_INTERVAL = 3  # seconds between SSH keep-alives
 TCP_USER_TIMEOUT_MS = 6000  # abort the TCP link when sent data stays unacknowledged this long
 ORPHAN_GRACE = 5.0  # seconds the remote watchdog waits between TERM and KILL
+# What the remote login shell prints when the command it waits for dies of our TERM or KILL (bash and dash:
+# "Terminated"; bash in some contexts: "bash: line 1:  4242 Terminated  env -- ...").
+_SHELL_STOP_REPORT = re.compile(r"(?:\S+: line \d+: +\d+ +)?(?:Terminated|Killed)(?: .*)?\Z")
+
+
+def _quiet_paramiko_logs():
+    """Keep paramiko's own log records off stderr unless the program set up logging.
+
+    paramiko logs a failed handshake (a banner that never comes, a closed
+    port) as ERROR records carrying its traceback. A program without logging
+    handlers gets those from Python's last-resort handler, about twenty lines
+    on stderr before the one-line reason ``LaunchError`` gives. A
+    ``NullHandler`` on paramiko's logger stops that; the records still
+    propagate to the handlers a program configured itself.
+    """
+    logger = logging.getLogger("paramiko")
+    if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
+        logger.addHandler(logging.NullHandler())
 
 
 def _reason(exc):
@@ -49,13 +69,13 @@ class SSHProcessHandle(EventProcessHandle):
 
     def __init__(self, runner, argv, channel, sink, log_path):
         self._pgid_settled = threading.Event()  # pgid announced, or output over without it
+        self._terminated = False
         super().__init__(runner.name, argv, OutputPump(runner.name, sink, log_path,
-                                                       intercept=self._intercept))
+                                                       intercept=self._intercept, hide=self._stop_report))
         self._runner = runner
         self._channel = channel
         self._transport = channel.get_transport()
         self._term_lock = threading.Lock()
-        self._terminated = False
         threading.Thread(target=self._read, daemon=True,
                          name="autodist-ssh-output-{}".format(runner.name)).start()
 
@@ -67,6 +87,10 @@ class SSHProcessHandle(EventProcessHandle):
                 self._pgid_settled.set()
                 return True
         return False
+
+    def _stop_report(self, line):
+        """The remote shell's report of the stop we asked for (``terminate``): kept in the log, not shown."""
+        return self._terminated and _SHELL_STOP_REPORT.match(line.strip()) is not None
 
     def _read(self):
         try:
@@ -207,6 +231,7 @@ class SSHRunner(Runner):
         return sock
 
     def _open_client(self):
+        _quiet_paramiko_logs()
         key = self._load_key()
         client = paramiko.SSHClient()
         try:
@@ -344,8 +369,10 @@ class SSHRunner(Runner):
                 sftp.put(local_src, dst)
                 sftp.chmod(dst, stat.S_IMODE(os.stat(local_src).st_mode))
         except (OSError, paramiko.SSHException) as e:
-            raise LaunchError("{}: cannot copy {} to {}: {}".format(
-                self.where, local_src, remote_dst, _reason(e))) from e
+            failed = ("read {}".format(e.filename) if isinstance(e, OSError) and e.filename is not None and
+                      os.path.abspath(e.filename).startswith(os.path.abspath(local_src)) else "write on the node")
+            raise LaunchError("{}: cannot copy {} to {} ({} failed): {}".format(
+                self.where, local_src, remote_dst, failed, _reason(e))) from e
         finally:
             sftp.close()
 

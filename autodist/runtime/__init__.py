@@ -8,7 +8,8 @@
     coordinator    the chief's side: preflight, ports, servers, scripts, watch, finish
     node_launch    one node's start: its runner, job directory, server argv, ready handshake
     chief_signals  Ctrl-C / SIGTERM to the chief stop the job; failures raised in the chief
-    job_logs       each launched process's full log, on the chief, kept after the job
+    job_logs       each launched process's full log, on the chief, kept after the job (never pruned while it runs)
+    limits         the ranges of a job's settings: autodist run's options, AutoDist(...)'s arguments
     progress       the chief's progress line: step, steps/s, examples/s over the nodes, ETA
     server         ``python -m autodist.runtime.server``: a node's TensorFlow server
     node_session   this node's graph transformed, on its server, initialized: a DistributedSession
@@ -19,7 +20,8 @@
     notices        the chief's own console lines about its job (one function, to route them)
     function       ``ad.function``: TF2-style step functions through the session
     user_script    a user's script run as ``__main__``, or until it asks for a session
-    autorun        ``autodist run``: an unmodified tf.compat.v1 script, distributed
+    autorun        ``autodist run``: an unmodified tf.compat.v1 script, distributed (``autodist plan``: captured)
+    keras_fit      Keras' fit/evaluate/predict, distributed (keras_data: their batches; keras_steps: their steps)
     script_session the tf.compat.v1.Session look-alike such a script gets
 
 A resource spec reaches the TensorFlow servers forward through these modules:

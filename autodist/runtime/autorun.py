@@ -1,6 +1,7 @@
 """Distribute an unmodified tf.compat.v1 or Keras ``fit`` training script: the machinery of ``autodist run``.
 
     status = run_script(AutoDist(spec, builder, launch_argv=[...]), "train.py", ["--epochs", "3"])
+    asked, status = capture_script(AutoDist(spec, builder), "train.py", [...])   # autodist plan: no job
 
 The script runs in this process as ``__main__`` (``sys.argv = [script] +
 args``, its directory first on ``sys.path``, as ``python train.py`` would run
@@ -48,7 +49,7 @@ from autodist.runtime.user_script import run_as_main
 from autodist.errors import CaptureError, SessionError
 from autodist.capture.graph_item import GraphItem, default_graph_item
 
-__all__ = ["run_script", "WORKER_INDEX_ENV", "NUM_WORKERS_ENV"]
+__all__ = ["run_script", "capture_script", "WORKER_INDEX_ENV", "NUM_WORKERS_ENV"]
 
 WORKER_INDEX_ENV = "AUTODIST_WORKER_INDEX"
 NUM_WORKERS_ENV = "AUTODIST_NUM_WORKERS"
@@ -140,8 +141,10 @@ class _Launcher:
         else:
             restore_from = os.environ.get(RESTORE_ENV) == "1"
         steps, secs = kwargs.get("save_checkpoint_steps"), kwargs.get("save_checkpoint_secs", 600)
+        attempt = ad.job.attempt
         hook = ResumeHook(kwargs["checkpoint_dir"], restore_from, ad.is_chief, _distributed_of,
-                          lambda text: notice(None, text), save_steps=steps, save_secs=None if steps else secs)
+                          lambda text: notice(None, text), save_steps=steps, save_secs=None if steps else secs,
+                          heading="attempt {}: ".format(attempt) if attempt else "")
         ad.job.before_term.append(hook.save_now)   # SIGTERM: a last checkpoint, then the job stops
         return hook
 
@@ -257,6 +260,39 @@ def run_script(autodist, script, args):
     on a graph whose optimizer was applied: nothing was distributed.
     A script that calls ``sys.exit`` just gets its status returned.
     """
+    launcher, status = _run_patched(autodist, script, args)
+    if status is not None:
+        return status
+    if launcher.session is None and autodist.session is None:
+        raise CaptureError(
+            "{} finished without training through a tf.compat.v1 session or a Keras model.fit: nothing was "
+            "distributed. autodist run needs a graph-mode script that applies an optimizer (minimize / "
+            "apply_gradients) and runs its train op with tf.compat.v1.Session or MonitoredTrainingSession, or "
+            "a script that compiles a Keras model and calls its fit; see docs/running.md and docs/keras.md".format(
+                script))
+    return 0
+
+
+def capture_script(autodist, script, args):
+    """Run ``script`` as ``run_script`` does until its first distributed session is asked for (``autodist plan``).
+
+    Returns ``(asked, status)``: ``asked`` is the AutoDist whose session the
+    script asked for, with the captured graph in its ``graph_item`` (``autodist``
+    itself for an unmodified script, the script's own for one that uses the
+    API), and None when the script ended first; ``status`` is then its exit
+    status, or None when it returned. Nothing is launched and nothing trains.
+    """
+    from autodist.runtime.user_script import SessionRequested, intercept_session_requests
+    try:
+        with intercept_session_requests():
+            _, status = _run_patched(autodist, script, args)
+    except SessionRequested as request:
+        return request.autodist, None
+    return None, status
+
+
+def _run_patched(autodist, script, args):
+    """The script run with the patches of the module docstring: ``(launcher, exit status or None)``."""
     from autodist.capture.optimizers import capture_optimizers
     launcher = _Launcher(autodist, _originals())
     variables = {WORKER_INDEX_ENV: str(autodist.worker_index), NUM_WORKERS_ENV: str(autodist.num_workers)}
@@ -269,13 +305,4 @@ def run_script(autodist, script, args):
             status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
             if e.code is not None and not isinstance(e.code, int):
                 print(e.code, file=sys.stderr)
-    if status is not None:
-        return status
-    if launcher.session is None and autodist.session is None:
-        raise CaptureError(
-            "{} finished without training through a tf.compat.v1 session or a Keras model.fit: nothing was "
-            "distributed. autodist run needs a graph-mode script that applies an optimizer (minimize / "
-            "apply_gradients) and runs its train op with tf.compat.v1.Session or MonitoredTrainingSession, or "
-            "a script that compiles a Keras model and calls its fit; see docs/running.md and docs/keras.md".format(
-                script))
-    return 0
+    return launcher, status

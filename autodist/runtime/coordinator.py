@@ -160,15 +160,15 @@ class Coordinator:
             servers = self._pick_ports()
             self._workdir = job_workdir(self._base, self.job_id)
             self._stage(strategy_path, staged)
-            self.logs.create()
+            logs = self.logs.start()
             self._signals.check()
             chief = self.spec.chief
             self.context = JobContext(job_id=self.job_id, address=chief, servers=servers, chief=chief,
                                       strategy_path=os.path.expanduser(posixpath.join(self._workdir, STRATEGY_FILE)),
                                       workdir=self._workdir)
             write_line(ANNOUNCE, self._sink, "job {}: {} nodes, TensorFlow servers {}, working directory {}, "
-                       "node logs in {}".format(self.job_id, len(servers), " ".join(
-                           servers[a] for a in self.context.addresses), self._workdir, self.logs.path))
+                       "{}".format(self.job_id, len(servers), " ".join(
+                           servers[a] for a in self.context.addresses), self._workdir, logs))
             if serve_chief:
                 self._serve_chief()
             if scripts_serve:
@@ -399,6 +399,7 @@ class Coordinator:
                 self._thread.join(5)
         finally:
             self._cleanup = "done"
+            self.logs.release()   # the job has ended: later jobs may prune its logs
             self._signals.restore()
             if self._whole_lines is not None:
                 self._whole_lines.uninstall()

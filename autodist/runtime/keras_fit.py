@@ -12,11 +12,15 @@
 the epochs and batches here, with Keras' ``CallbackList`` and ``History``, and
 run the steps of ``autodist.runtime.keras_steps`` through ``ad.function``:
 
-- **Batches.** ``batch_size`` is the global batch. Arrays are cut into global
-  batches (shuffled per epoch with a seed every node shares, or in order with
-  ``shuffle=False``), the last one partial as in Keras; a ``tf.data.Dataset``
-  yields global batches (iterated eagerly, so ``fit`` runs outside the
-  ``with tf.Graph().as_default()`` block). In ``fit`` each node feeds its
+- **Batches** (``autodist.runtime.keras_data``). ``batch_size`` is the global
+  batch. Arrays are cut into global batches (shuffled per epoch with a seed
+  every node shares, or in order with ``shuffle=False``), the last one partial
+  as in Keras; a ``tf.data.Dataset`` or a ``keras.utils.PyDataset`` yields
+  global batches (a dataset is iterated eagerly, so ``fit`` runs outside the
+  ``with tf.Graph().as_default()`` block). ``class_weight``, ``steps_per_epoch``,
+  ``validation_steps`` and ``steps`` deal and weigh the batches as Keras does;
+  what Keras refuses (``validation_split`` on a dataset...) and what could not
+  run as on one device (a Python generator) raise ``ArgumentError``. In ``fit`` each node feeds its
   replicas' rows of every batch (``keras_steps.node_share``), so an epoch visits
   each example once across the cluster. ``evaluate`` and ``predict`` feed every
   batch whole to each node's own replicas (no step synchronizes, nodes need not
@@ -33,71 +37,19 @@ run the steps of ``autodist.runtime.keras_steps`` through ``ad.function``:
   that write files write on every node.
 - The first call traces every step (train, test, predict) before the session
   opens, so later calls (``fit`` again, ``evaluate``, ``predict``) reuse it.
+  The training step is traced once per model: a later ``evaluate`` with sample
+  weights traces its own test step only; a ``fit`` with sample weights after
+  one without (or the reverse) raises ``ArgumentError`` saying so.
 """
 import numpy as np
 import tensorflow as tf
 
-from autodist.errors import FunctionError
+from autodist.errors import ArgumentError
+from autodist.runtime.keras_data import Batches, num_rows, take, unpack, validation_split
 from autodist.runtime.keras_state import ModelState, VariableAccess, route_learning_rate
 from autodist.runtime.keras_steps import KerasSteps, node_share, uses_ema
 
 __all__ = ["KerasRunner", "attach", "runner_of"]
-
-SHUFFLE_SEED = 1234   # every node draws the same permutation of the same epoch
-
-
-def _take(nest, index):
-    return tf.nest.map_structure(lambda a: None if a is None else np.asarray(a)[index], nest)
-
-
-def _num_rows(x):
-    return len(tf.nest.flatten(x)[0])
-
-
-def _unpack(element):
-    """(x, y, sample_weight) of a dataset element, as Keras reads one."""
-    if isinstance(element, tuple):
-        return tuple(element) + (None,) * (3 - len(element))
-    return element, None, None
-
-
-class _Batches:
-    """The global batches of one epoch: from arrays (sliced, maybe shuffled) or from a dataset."""
-
-    def __init__(self, x, y, sample_weight, batch_size, shuffle, what):
-        self.dataset = isinstance(x, tf.data.Dataset)
-        if self.dataset and not tf.executing_eagerly():
-            raise FunctionError("{}(dataset) iterates the dataset eagerly: call it outside the "
-                                "`with tf.Graph().as_default()` block".format(what))
-        if not self.dataset and x is None:
-            raise FunctionError("{}() needs data: x (and y) arrays or a tf.data.Dataset".format(what))
-        self.x, self.y, self.sample_weight = x, y, sample_weight
-        self.batch_size = batch_size or 32
-        self.shuffle = shuffle
-
-    def steps(self):
-        if self.dataset:
-            count = int(self.x.cardinality())
-            return count if count >= 0 else None
-        return -(-_num_rows(self.x) // self.batch_size)
-
-    def epoch(self, epoch):
-        if self.dataset:
-            for element in self.x.as_numpy_iterator():
-                yield _unpack(element)
-            return
-        rows = _num_rows(self.x)
-        order = np.random.RandomState(SHUFFLE_SEED + epoch).permutation(rows) if self.shuffle else np.arange(rows)
-        for start in range(0, rows, self.batch_size):
-            index = order[start:start + self.batch_size]
-            yield _take(self.x, index), _take(self.y, index), _take(self.sample_weight, index)
-
-
-def _example(batches):
-    """The first global batch, to trace the steps with."""
-    for batch in batches.epoch(0):
-        return batch
-    raise FunctionError("the data holds no batch")
 
 
 class KerasRunner:
@@ -111,6 +63,8 @@ class KerasRunner:
         self._local = None    # a local session computing metric results from global state
         self._state = None    # ModelState: the model's variables for callbacks, once traced
         self._tracing = False
+        self._train_weighted = None   # once traced: whether the training step takes sample weights
+        self._train_traced_by = None  # "fit" or "evaluate"
         self.pending_weights = None   # the chief's values to give the model before the next run, or None
 
     @property
@@ -119,12 +73,24 @@ class KerasRunner:
         return self._state is not None
 
     # -- tracing and running -------------------------------------------------------------------
-    def _trace(self, batch):
-        """Trace every step for this batch's signature (before any run: one session serves them all)."""
+    def _trace(self, batch, what):
+        """Trace every step for this batch's signature (before any run: one session serves them all).
+
+        The training step is traced once per model (one synchronized update
+        per variable): by the first ``fit``, or by an ``evaluate`` that comes
+        first (then without sample weights, as most fits are). ``evaluate``
+        after it traces its own test step only, with or without sample weights.
+        """
         x, y, sample_weight = batch
+        if what == "fit":
+            self._check_train_signature(sample_weight is not None)
         self._tracing = True
         try:
-            self._fn["train_step"].trace(x, y, sample_weight, np.float32(1.0), np.float64(1.0))
+            if what == "fit" or self._train_weighted is None:
+                weights = sample_weight if what == "fit" else None
+                self._fn["train_step"].trace(x, y, weights, np.float32(1.0), np.float64(1.0))
+                if self._train_weighted is None:
+                    self._train_weighted, self._train_traced_by = weights is not None, what
             self._fn["test_step"].trace(x, y, sample_weight, np.float32(1.0))
             self._fn["predict_step"].trace(x)
             self._fn["read_metrics"].trace()
@@ -138,6 +104,16 @@ class KerasRunner:
 
     def _ema(self):
         return self.model.optimizer is not None and uses_ema(self.model.optimizer)
+
+    def _check_train_signature(self, weighted):
+        if self._train_weighted is None or self._train_weighted == weighted:
+            return
+        raise ArgumentError(
+            "model.fit({}): this model's training step was traced {} sample weights by its first {}, and autodist "
+            "traces a model's training step once (one synchronized update per variable). Give sample weights (or "
+            "class_weight) in every fit of this model, or in none".format(
+                "sample_weight=... or class_weight=..." if weighted else "without sample weights",
+                "with" if self._train_weighted else "without", self._train_traced_by))
 
     def _give_pending_weights(self):
         """Every replica gets the chief's ``pending_weights`` (``autodist run``'s eager model), once traced."""
@@ -166,9 +142,9 @@ class KerasRunner:
     def _shard(self, batch):
         """This node's rows of a global batch, and the batch's size."""
         x, y, sample_weight = batch
-        rows = _num_rows(x)
+        rows = num_rows(x)
         share = node_share(rows, self._assignment())
-        return (_take(x, share), _take(y, share), _take(sample_weight, share)), rows
+        return (take(x, share), take(y, share), take(sample_weight, share)), rows
 
     def _run_train(self, batch):
         (x, y, sample_weight), rows = self._shard(batch)
@@ -178,7 +154,7 @@ class KerasRunner:
     def _run_test(self, batch):
         """The batch's metric state: every row evaluated on this node's replicas (no step synchronizes)."""
         x, y, sample_weight = batch
-        added = self._fn["test_step"](x, y, sample_weight, np.float32(1.0 / _num_rows(x)))
+        added = self._fn["test_step"](x, y, sample_weight, np.float32(1.0 / num_rows(x)))
         return [np.sum(part, axis=0) for part in added]
 
     def _read(self):
@@ -203,25 +179,23 @@ class KerasRunner:
                                             verbose=verbose, **params)
 
     def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None, validation_split=0.0,
-            validation_data=None, shuffle=True, sample_weight=None, initial_epoch=0, validation_batch_size=None,
-            validation_freq=1):
+            validation_data=None, shuffle=True, class_weight=None, sample_weight=None, initial_epoch=0,
+            steps_per_epoch=None, validation_steps=None, validation_batch_size=None, validation_freq=1):
         """Keras' ``fit`` on the global batch over every replica of the job (module docstring)."""
-        if validation_split and validation_data is None and not isinstance(x, tf.data.Dataset):
-            cut = int(_num_rows(x) * (1.0 - validation_split))
-            head, tail = np.arange(cut), np.arange(cut, _num_rows(x))
-            validation_data = (_take(x, tail), _take(y, tail), _take(sample_weight, tail))
-            x, y, sample_weight = _take(x, head), _take(y, head), _take(sample_weight, head)
-        batches = _Batches(x, y, sample_weight, batch_size, shuffle, "fit")
-        self._trace(_example(batches))
+        if validation_split and validation_data is None:
+            (x, y, sample_weight), validation_data = _split(x, y, sample_weight, validation_split)
+        batches = Batches.of("fit", x, y, sample_weight, batch_size, shuffle, class_weight, steps_per_epoch)
+        self._trace(batches.example(), "fit")
         callbacks = self._callbacks(callbacks, verbose, epochs=epochs, steps=batches.steps())
+        val = None if validation_data is None else _validation(validation_data, validation_batch_size or batch_size,
+                                                                validation_steps)
         self.model.stop_training = False
         callbacks.on_train_begin()
         epoch_logs = None
         for epoch in range(initial_epoch, epochs):
             epoch_logs = self._fit_epoch(batches, epoch, callbacks)
-            if validation_data is not None and (epoch + 1) % validation_freq == 0:
-                val = _validation(validation_data, validation_batch_size or batches.batch_size)
-                val_logs = self._evaluate_loop(val, callbacks)
+            if val is not None and (epoch + 1) % validation_freq == 0:
+                val_logs = self._evaluate_loop(val(), callbacks)
                 epoch_logs.update({"val_" + name: value for name, value in val_logs.items()})
             callbacks.on_epoch_end(epoch, epoch_logs)
             if self.model.stop_training:
@@ -256,23 +230,23 @@ class KerasRunner:
         callbacks.on_test_end(logs)
         return logs
 
-    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None, callbacks=None,
-                 return_dict=False):
+    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None, steps=None,
+                 callbacks=None, return_dict=False):
         """Keras' ``evaluate``: the metrics over the whole data, computed on every replica of the job."""
-        batches = _Batches(x, y, sample_weight, batch_size, False, "evaluate")
-        self._trace(_example(batches))
+        batches = Batches.of("evaluate", x, y, sample_weight, batch_size, steps=steps)
+        self._trace(batches.example(), "evaluate")
         callbacks = self._callbacks(callbacks, verbose, epochs=1, steps=batches.steps())
         logs = self._evaluate_loop(batches, callbacks)
         if return_dict:
             return logs
         return self.model._flatten_metrics_in_order(logs)
 
-    def predict(self, x, batch_size=None, verbose="auto", callbacks=None):
+    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
         """Keras' ``predict``: every batch split over this node's replicas; every node returns all rows."""
-        batches = _Batches(x, None, None, batch_size, False, "predict")
+        batches = Batches.of("predict", x, batch_size=batch_size, steps=steps)
         self._tracing = True
         try:
-            self._fn["predict_step"].trace(_example(batches)[0])
+            self._fn["predict_step"].trace(batches.example()[0])
         finally:
             self._tracing = False
         if self.traced:
@@ -288,11 +262,22 @@ class KerasRunner:
         return tf.nest.map_structure(lambda *parts: np.concatenate(parts), *outputs)
 
 
-def _validation(data, batch_size):
-    if isinstance(data, tf.data.Dataset):
-        return _Batches(data, None, None, None, False, "fit")
-    x, y, sample_weight = tuple(data) + (None,) * (3 - len(data))
-    return _Batches(x, y, sample_weight, batch_size, False, "fit")
+def _split(x, y, sample_weight, split):
+    """``fit``'s ``validation_split``: Keras' refusals (a dataset, too few rows) as ``ArgumentError``."""
+    if not 0.0 < split < 1.0:
+        raise ArgumentError("fit(validation_split={!r}): expected a fraction between 0 and 1".format(split))
+    return validation_split(x, y, sample_weight, split)
+
+
+def _validation(data, batch_size, steps):
+    """``fit``'s validation batches, each validation from the start (as Keras' cached evaluation iterator)."""
+    if not isinstance(data, (tuple, list)):   # a tf.data.Dataset or a PyDataset (anything else is refused)
+        return lambda: Batches.of("fit", data, steps=steps)
+    if len(data) not in (2, 3):
+        raise ArgumentError("fit(validation_data=...): expected (x_val, y_val), (x_val, y_val, val_sample_weight), a "
+                            "tf.data.Dataset or a keras.utils.PyDataset, as in Keras; got {} items".format(len(data)))
+    x, y, sample_weight = unpack(tuple(data))
+    return lambda: Batches.of("fit", x, y, sample_weight, batch_size, steps=steps)
 
 
 def attach(autodist, job, model):

@@ -7,14 +7,16 @@ the same command (``python -m autodist run ...``), which launches a new job on
 the same resource spec. A chief that ends because another node failed (its
 script or server exited, its connection dropped, a stall) exits with
 ``NODE_FAILED``; the supervisor then waits ``backoff`` s and starts the next
-attempt, and the script resumes from its newest complete checkpoint
-(``MonitoredTrainingSession(checkpoint_dir=...)``). Any other status ends the
+attempt, and a script that saves checkpoints resumes from its newest complete
+one (``MonitoredTrainingSession(checkpoint_dir=...)``; the attempt says where
+it resumes, the supervisor cannot know). Any other status ends the
 supervision with that status: success, the script's own error, Ctrl-C (130),
-SIGTERM (143)::
+SIGTERM (143); Ctrl-C during the back-off ends it with 130 too::
 
     attempt 1   chief ── job ── 127.0.0.2's script killed ── exit NODE_FAILED
-                [autodist] restart 1 of 2 in 2 s: attempt 1 failed: worker on 127.0.0.2 failed: ...
-    attempt 2   chief ── job ── [autodist] resuming from /ckpt/model.ckpt-40 (global step 40) ── exit 0
+                [autodist] restart 1 of 2 in 2 s: attempt 1 (41 s): worker on 127.0.0.2 failed: ...;
+                           the script starts again as a new job
+    attempt 2   chief ── job ── [autodist] attempt 2: resuming from checkpoint /ckpt/model.ckpt-40 (global step 40)
 
 Exhausted restarts end with status 1 and a line per failed attempt. Ctrl-C
 and SIGTERM given to the supervisor go to the attempt running, which stops
@@ -40,10 +42,12 @@ import time
 
 from autodist.runtime.notices import notice
 
-__all__ = ["supervise", "supervise_script", "attempt_of", "NODE_FAILED", "EXIT_RESTARTS_EXHAUSTED", "ATTEMPT_ENV"]
+__all__ = ["supervise", "supervise_script", "attempt_of", "NODE_FAILED", "EXIT_RESTARTS_EXHAUSTED", "EXIT_INTERRUPTED",
+           "ATTEMPT_ENV"]
 
 NODE_FAILED = 75                # an attempt's status when another node of its job failed (EX_TEMPFAIL)
 EXIT_RESTARTS_EXHAUSTED = 1     # as a chief whose job failed without restarts
+EXIT_INTERRUPTED = 130          # Ctrl-C, as the shell reports a process ended by SIGINT
 ATTEMPT_ENV = "AUTODIST_ATTEMPT"   # an attempt's number (1, 2, ...), set by the supervisor
 _ERROR = "autodist: error: "
 
@@ -100,6 +104,8 @@ def supervise(argv, max_restarts, backoff=2.0, sink=None, option="--max-restarts
     Returns the last attempt's status, or ``EXIT_RESTARTS_EXHAUSTED`` when
     every attempt ended by a node failure (each attempt's error is printed).
     ``option`` names the setting in that message (``max_restarts=`` for the API).
+    Ctrl-C between two attempts (no job runs then) ends the supervision with
+    ``EXIT_INTERRUPTED`` and a line saying so.
     """
     failures = []
     while True:
@@ -109,13 +115,19 @@ def supervise(argv, max_restarts, backoff=2.0, sink=None, option="--max-restarts
             return code
         failures.append("attempt {} ({:.0f} s): {}".format(len(failures) + 1, time.monotonic() - started,
                                                           (error or "a node failed").splitlines()[0]))
-        if len(failures) > max_restarts:
-            notice(sink, "the job failed {} time(s), no restart left ({}{}):\n{}".format(
-                len(failures), option, max_restarts, "\n".join("  " + f for f in failures)))
-            return EXIT_RESTARTS_EXHAUSTED
-        notice(sink, "restart {} of {} in {:.0f} s: {}; the new job resumes from the newest checkpoint".format(
-            len(failures), max_restarts, backoff, failures[-1]))
-        time.sleep(backoff)
+        try:
+            if len(failures) > max_restarts:
+                notice(sink, "the job failed {} time(s), no restart left ({}{}):\n{}".format(
+                    len(failures), option, max_restarts, "\n".join("  " + f for f in failures)))
+                return EXIT_RESTARTS_EXHAUSTED
+            # The attempt says itself where it resumes ("resuming from checkpoint ..."), or that it
+            # starts from the initial values: only the script knows whether it keeps checkpoints.
+            notice(sink, "restart {} of {} in {:g} s: {}; the script starts again as a new job".format(
+                len(failures), max_restarts, backoff, failures[-1]))
+            time.sleep(backoff)
+        except KeyboardInterrupt:
+            print("autodist: interrupted between two attempts (no job was running); no restart", file=sys.stderr)
+            return EXIT_INTERRUPTED
 
 
 def supervise_script(argv, max_restarts, backoff=2.0):

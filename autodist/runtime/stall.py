@@ -109,7 +109,7 @@ def job_stall(job_id, chief, monitor, workers, timeout, sink=None):
     """The stall of a running job, announced, or None: the chief's ``monitor`` and ``{address: handle}`` of the scripts."""
     now = time.monotonic()
     states = [NodeState(chief, (now, monitor.snapshot()), chief=True)]
-    states += [NodeState(a, h.report, h.poll() is None, h.tail()) for a, h in sorted(workers.items())]
+    states += [NodeState(a, h.report, h.poll() is None, h.tail(shown=True)) for a, h in sorted(workers.items())]
     error = find_stall(states, now, timeout)
     if error is not None:
         notice(sink, "job {}: {}".format(job_id, error.report))

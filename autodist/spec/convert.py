@@ -12,15 +12,22 @@ neither the chief nor a loopback address is reached through one ssh group,
 ``cluster``, made of the ``ssh`` fields given. Malformed input raises
 ``ResourceSpecError`` naming the variable and the offending part. Pure
 functions: the environment is passed in, never read here.
+
+Sizes are checked before anything is expanded, against the spec's own
+limits (``schema.MAX_NODES`` hosts, ``schema.MAX_DEVICES`` GPUs per node):
+``n[0-99999999999999999999]``, ``2(x100000000)`` or ``SLURM_GPUS_ON_NODE=100000000``
+are refused in microseconds, not after gigabytes. A TF_CONFIG nested too deeply
+for the JSON parser is refused the same way.
 """
 import json
 import re
 
 from autodist.spec.rules import address_problem, canonical_address, is_loopback
+from autodist.spec.schema import MAX_DEVICES, MAX_NODES
 from autodist.errors import ResourceSpecError
 
 __all__ = ["spec_from_tf_config", "spec_from_slurm", "expand_hostlist", "expand_counts", "parse_tf_config",
-           "SSH_GROUP_NAME"]
+           "checked_gpus", "SSH_GROUP_NAME"]
 
 SSH_GROUP_NAME = "cluster"
 TASK_TYPES = ("chief", "master", "worker", "ps", "evaluator")
@@ -56,6 +63,9 @@ def parse_tf_config(text, source="TF_CONFIG"):
         config = json.loads(text)
     except ValueError as e:
         raise _error(source, None, "not valid JSON: {}".format(e)) from None
+    except RecursionError:
+        raise _error(source, None, "nested too deeply to read (TF_CONFIG is {\"cluster\": {\"worker\": "
+                                   "[\"host:port\", ...]}, \"task\": {...}}, two or three levels)") from None
     if not isinstance(config, dict) or not isinstance(config.get("cluster"), dict):
         raise _error(source, "cluster", "missing: TF_CONFIG is {\"cluster\": {\"worker\": [\"host:port\", "
                                         "...], ...}, \"task\": {...}}")
@@ -119,19 +129,42 @@ def spec_from_tf_config(text, gpus_per_node=0, ssh=None, include_ps=False, sourc
     ordered = _distinct(chiefs + workers + ps)
     trainers = {canonical_address(h) for h in chiefs + workers}
     cpu_only = [h for h in ps if canonical_address(h) not in trainers]
-    return _build(ordered, gpus_per_node, ssh, "from-tf-config", cpu_only=cpu_only)
+    return _build(ordered, checked_gpus(gpus_per_node, "--gpus-per-node"), ssh, "from-tf-config", cpu_only=cpu_only)
 
 
-def _expand_piece(piece, source):
-    """One comma-free host expression with any number of ``[...]`` groups -> hosts."""
+def _too_many(count, text, source):
+    return _error(source, None, "{!r} names {} hosts; a resource spec has at most {} nodes".format(
+        text if len(text) <= 80 else text[:77] + "...", count, MAX_NODES))
+
+
+def _expand_piece(piece, source, room):
+    """One comma-free host expression with any number of ``[...]`` groups -> hosts; more than ``room`` is
+    refused before any is made."""
+    groups = _bracket_groups(piece, source)
+    count = 1
+    for values in groups:
+        count *= sum(high - low + 1 for low, high, _ in values)
+        if count > room:
+            raise _too_many(count, piece, source)
     results = [""]
+    rest = piece
+    for values in groups:
+        start = rest.find("[")
+        prefix, rest = rest[:start], rest[rest.find("]", start) + 1:]
+        texts = [str(n).zfill(width) for low, high, width in values for n in range(low, high + 1)]
+        results = [r + prefix + v for r in results for v in texts]
+    return [r + rest for r in results]
+
+
+def _bracket_groups(piece, source):
+    """The ``[...]`` groups of ``piece``, each as ``[(low, high, zero-padded width), ...]``, checked."""
+    groups = []
     rest = piece
     while rest:
         start = rest.find("[")
         if start < 0:
             if "]" in rest:
                 raise _error(source, None, "unbalanced ']' in {!r}".format(piece))
-            results = [r + rest for r in results]
             break
         end = rest.find("]", start)
         if end < 0:
@@ -149,9 +182,9 @@ def _expand_piece(piece, source):
             if int(high) < int(low):
                 raise _error(source, None, "range {!r} in {!r} counts down".format(item, piece))
             width = len(low) if low.startswith("0") and len(low) > 1 else 1
-            values.extend(str(n).zfill(width) for n in range(int(low), int(high) + 1))
-        results = [r + prefix + v for r in results for v in values]
-    return results
+            values.append((int(low), int(high), width))
+        groups.append(values)
+    return groups
 
 
 def expand_hostlist(text, source="SLURM_JOB_NODELIST"):
@@ -179,11 +212,13 @@ def expand_hostlist(text, source="SLURM_JOB_NODELIST"):
     if depth != 0:
         raise _error(source, None, "unbalanced '[' in {!r}".format(text))
     pieces.append(current)
+    if len(pieces) > MAX_NODES:
+        raise _too_many(len(pieces), text, source)
     hosts = []
     for piece in pieces:
         if not piece.strip():
             raise _error(source, None, "empty host name in {!r}".format(text))
-        hosts.extend(_expand_piece(piece.strip(), source))
+        hosts.extend(_expand_piece(piece.strip(), source, MAX_NODES - len(hosts)))
     for host in hosts:
         problem = address_problem(host)
         if problem:
@@ -198,31 +233,40 @@ def _gpu_count(environ):
         if value is None or not value.strip():
             continue
         if name == "SLURM_JOB_GPUS":   # the GPU ids of this node: "0,1,3"
-            return len([g for g in value.split(",") if g.strip()])
+            return checked_gpus(len([g for g in value.split(",") if g.strip()]), name)
         counts = []
         for part in value.split(","):
             match = _GPU_COUNT.match(part.strip())
             if match is None:
                 raise _error(name, None, "expected a GPU count such as '4' or 'a100:4', got {!r}".format(value))
             counts.append(int(match.group(1)))
-        return sum(counts)
+        return checked_gpus(sum(counts), name)
     visible = environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None and visible.strip() and visible.strip() != "NoDevFiles":
-        return len([d for d in visible.split(",") if d.strip()])
+        return checked_gpus(len([d for d in visible.split(",") if d.strip()]), "CUDA_VISIBLE_DEVICES")
     return 0
+
+
+def checked_gpus(count, source):
+    """``count`` GPUs of every node, checked against the spec's limit before any list of them is made."""
+    if count > MAX_DEVICES:
+        raise _error(source, None, "{} GPUs per node; a resource spec has at most {} devices per node".format(
+            count, MAX_DEVICES))
+    return count
 
 
 def expand_counts(text, count, source="SLURM_JOB_CPUS_PER_NODE"):
     """Slurm's per-node counts, ``2(x3),1`` -> ``[2, 2, 2, 1]``; there must be ``count`` of them."""
-    counts = []
+    parts = []
     for part in (text or "").split(","):
         match = _REPEATED.match(part.strip())
         if match is None:
             raise _error(source, None, "expected counts such as '4' or '2(x3),1', got {!r}".format(text))
-        counts += [int(match.group(1))] * int(match.group(2) or 1)
-    if len(counts) != count:
-        raise _error(source, None, "{!r} gives {} node(s) but the allocation has {}".format(text, len(counts), count))
-    return counts
+        parts.append((int(match.group(1)), int(match.group(2) or 1)))
+    given = sum(times for _, times in parts)   # counted before any list is made: 2(x100000000) is cheap
+    if given != count:
+        raise _error(source, None, "{!r} gives {} node(s) but the allocation has {}".format(text, given, count))
+    return [value for value, times in parts for _ in range(times)]
 
 
 def _chief_first(hosts, environ, source):
@@ -255,5 +299,5 @@ def spec_from_slurm(environ, ssh=None, gpus_per_node=None):
         raise _error(source, None, "lists {} host(s) but SLURM_JOB_NUM_NODES is {}".format(len(hosts), expected))
     cpus = environ.get("SLURM_JOB_CPUS_PER_NODE")
     threads = dict(zip(hosts, expand_counts(cpus, len(hosts)))) if cpus and cpus.strip() else None
-    gpus = _gpu_count(environ) if gpus_per_node is None else gpus_per_node
+    gpus = _gpu_count(environ) if gpus_per_node is None else checked_gpus(gpus_per_node, "--gpus-per-node")
     return _build(_chief_first(hosts, environ, source), gpus, ssh, "from-slurm", threads=threads)

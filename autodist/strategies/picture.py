@@ -18,9 +18,10 @@ import math
 import textwrap
 from typing import Dict, List, Tuple
 
+from autodist.errors import ArgumentError
 from autodist.strategies.report import human_bytes, ring_all_reduce_bytes
 
-__all__ = ["PlanLayout", "plan_layout", "plan_dot", "plan_png", "VARIABLES_SHOWN"]
+__all__ = ["PlanLayout", "plan_layout", "plan_dot", "plan_png", "require_matplotlib", "VARIABLES_SHOWN"]
 
 VARIABLES_SHOWN = 8    # variables listed in a server's box; the rest are counted
 
@@ -181,9 +182,20 @@ def _draw_links(axes, layout, devices):
                   bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.9))
 
 
+def require_matplotlib(what="autodist plan --png"):
+    """The ``matplotlib`` module; ``ArgumentError`` saying which extra installs it when it is missing."""
+    try:
+        import matplotlib
+    except ImportError as e:
+        raise ArgumentError("{} draws with matplotlib, which is not installed ({}); install it with "
+                            "pip install \"autodist[examples]\" (or pip install matplotlib), or use --dot FILE, "
+                            "which needs nothing more".format(what, e)) from None
+    return matplotlib
+
+
 def plan_png(layout, path, dpi=110):
     """Draw ``layout`` with matplotlib into the PNG ``path``; returns the path."""
-    import matplotlib
+    matplotlib = require_matplotlib()
     matplotlib.use("Agg")
     from matplotlib import patches, pyplot
     devices, nodes, (width, height) = _boxes(layout)

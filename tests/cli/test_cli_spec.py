@@ -146,3 +146,15 @@ def test_validate_reports_every_problem_of_a_file_one_line_each(tmp_path, capsys
         "autodist: error: {}:5: ssh.c.port: expected an integer port, got a string ('ssh')".format(path),
         "autodist: error: {}:2: nodes[0].address: missing required key (IPv4 or IPv6 address or hostname of the "
         "node)".format(path)]
+
+
+def test_an_os_error_is_reported_without_guessing_the_operation(capsys):
+    """Issue 33, item 10: every OSError with a file name read 'cannot read <file>', a failed write too."""
+    from autodist.cli.common import report_error
+    report_error(OSError(28, "No space left on device", "/src/strategy.pb", None, "/full/strategy.pb"))
+    report_error(PermissionError(13, "Permission denied", "/etc/out.yml"))
+    report_error(FileNotFoundError(2, "No such file or directory", "spec.yml"))
+    assert capsys.readouterr().err.splitlines() == [
+        "autodist: error: /src/strategy.pb -> /full/strategy.pb: No space left on device",
+        "autodist: error: /etc/out.yml: Permission denied",
+        "autodist: error: cannot read spec.yml: No such file or directory"]

@@ -135,7 +135,7 @@ def test_min_nodes_resumes_on_the_node_left_when_the_other_cannot_be_reached(sup
     assert re.search(r"\[autodist\] attempt 2: leaving out 127\.0\.0\.2 \(.*\): 1 of 2 nodes remain", out), out
     assert "[autodist] plan change: nodes 127.0.0.1, 127.0.0.2 -> 127.0.0.1; builder AllReduce; replicas 2 -> 1" \
         in out, out[-4000:]
-    assert re.search(r"\[autodist\] resuming from checkpoint .*model\.ckpt-(\d+) \(global step \d+\)", out)
+    assert re.search(r"\[autodist\] attempt 2: resuming from checkpoint .*model\.ckpt-(\d+) \(global step \d+\)", out)
     assert re.search(r"\[autodist\] job \S+: 1 nodes", out) is None   # one node: no job to launch
     _matches(_weights(out), expected)
     _assert_no_process_left(chief)

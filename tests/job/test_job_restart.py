@@ -55,7 +55,7 @@ def test_a_killed_node_restarts_the_job_which_resumes_and_matches(chiefs, tmp_pa
     killed_at = _kill_worker_script(chief, 1)
     assert chief.wait(240) == 0, chief.output()[-4000:]
     restart = chief.find(r"\[autodist\] restart 1 of 2 in 1 s: attempt 1 .*127\.0\.0\.2.*killed by SIGKILL")
-    resumed = chief.find(r"\[autodist\] resuming from checkpoint .*model\.ckpt-(\d+) \(global step \d+\)")
+    resumed = chief.find(r"\[autodist\] attempt 2: resuming from checkpoint .*model\.ckpt-(\d+) \(global step \d+\)")
     assert restart and resumed, chief.output()[-4000:]
     print("restart announced {:.1f} s after the kill, resumed from step {} {:.1f} s after it".format(
         restart[0] - killed_at, resumed[1].group(1), resumed[0] - killed_at))

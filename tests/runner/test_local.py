@@ -151,3 +151,31 @@ def test_files(runner, tmp_path):
     for path in ["/", "", "~"]:
         with pytest.raises(ValueError):
             runner.remove_tree(path)
+
+
+def test_a_copy_names_the_operation_and_the_path_that_failed(runner, tmp_path, small_tmpfs):
+    """Issue 33, item 10: a full target disk was reported as 'cannot read <the source file>'."""
+    big = tmp_path / "strategy.pb"
+    big.write_bytes(os.urandom(400 * 1024))   # twice what the disk holds
+    target = small_tmpfs / "jobs" / "job-x" / "strategy.pb"
+    with pytest.raises(LaunchError) as full:
+        runner.copy(str(big), str(target))
+    assert str(full.value) == "127.0.0.1: cannot write {} (copying {} to {}): No space left on device".format(
+        target, big, target)
+    missing = tmp_path / "gone.pb"
+    with pytest.raises(LaunchError) as unreadable:
+        runner.copy(str(missing), str(tmp_path / "to.pb"))
+    assert str(unreadable.value).startswith("127.0.0.1: cannot read {} (copying".format(missing))
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "calibration.json").write_bytes(os.urandom(400 * 1024))
+    with pytest.raises(LaunchError, match="cannot write {}".format(small_tmpfs / "tree" / "calibration.json")):
+        runner.copy(str(tree), str(small_tmpfs / "tree"))
+
+
+def test_a_copy_keeps_the_mode_of_the_source(runner, tmp_path):
+    script = tmp_path / "run.sh"
+    script.write_text("#!/bin/sh\n")
+    os.chmod(str(script), 0o750)
+    runner.copy(str(script), str(tmp_path / "out" / "run.sh"))
+    assert os.stat(str(tmp_path / "out" / "run.sh")).st_mode & 0o777 == 0o750

@@ -4,6 +4,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 
 import pytest
@@ -186,3 +187,53 @@ def test_makedirs_failure_is_a_launch_error(runner, tmp_path):
     blocker.write_text("")
     with pytest.raises(LaunchError, match="mkdir"):
         runner.makedirs(str(blocker / "sub"))
+
+
+def test_a_stop_the_chief_asked_for_is_not_reported_on_the_console(runner, out, tmp_path, poll_until):
+    """The remote login shell reports the command it waited for as 'Terminated': that line stays in the log
+    (issue 33, item 12: a successful SSH job's console ended with '[127.0.0.2] Terminated')."""
+    log = tmp_path / "server.log"
+    handle = runner.run(["sleep", "60"], log_path=str(log))
+    assert poll_until(lambda: handle.pgid is not None, 10)
+    assert handle.terminate(grace=5.0) == 128 + signal.SIGTERM
+    assert "Terminated" not in out.getvalue()
+    assert log.read_text().splitlines() == ["Terminated"]
+    assert handle.tail(1) == "Terminated"
+
+
+def test_a_script_that_prints_terminated_itself_is_shown(runner, out):
+    assert run_for_output(runner, ["sh", "-c", "echo Terminated"], timeout=30) == (0, "Terminated")
+    handle = runner.run(["sh", "-c", "echo Terminated"])
+    assert handle.wait(30) == 0
+    assert out.getvalue() == "[127.0.0.2] Terminated\n"
+
+
+BANNER = """import socket, sys, threading
+from autodist.errors import LaunchError
+from autodist.runner.ssh import SSHRunner
+from autodist.spec.resource_spec import SSHConfig
+server = socket.socket()
+server.bind(("127.0.0.1", 0))
+server.listen(1)
+
+def answer():   # not an SSH server: no banner, then the connection closes
+    conn, _ = server.accept()
+    conn.sendall(b"HTTP/1.1 400 Bad Request\\r\\n\\r\\n")
+    conn.close()
+threading.Thread(target=answer, daemon=True).start()
+config = SSHConfig(username="u", port=server.getsockname()[1], key_file=None, python_venv="", shared_envs={},
+                   accept_new_host_keys=True, known_hosts_file=sys.argv[1], connect_timeout=5.0)
+try:
+    SSHRunner("127.0.0.1", config).connect()
+except LaunchError as e:
+    print("autodist: error: {}".format(e), file=sys.stderr)
+"""
+
+
+def test_a_host_that_sends_no_ssh_banner_gives_one_line_without_paramikos_traceback(tmp_path):
+    result = subprocess.run([PY, "-c", BANNER, str(tmp_path / "known_hosts")], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0
+    assert result.stderr.splitlines() == [line for line in result.stderr.splitlines()
+                                          if line.startswith("autodist: error: ")], result.stderr
+    assert "Error reading SSH protocol banner" in result.stderr and "Traceback" not in result.stderr

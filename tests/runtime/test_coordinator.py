@@ -12,6 +12,7 @@ from autodist.errors import PreflightError, RemoteWorkerError
 from autodist.runtime.context import JobContext
 from autodist.spec.resource_spec import ResourceSpec
 from autodist.runner import LocalRunner, new_job_id
+from autodist.runner.console import NodeConsole
 from recording_runner import RecordingRunner
 from autodist.runner.base import wait_until
 from autodist.runner.preflight import VERSIONS_MARKER, local_versions
@@ -130,6 +131,19 @@ def test_a_failing_script_stops_the_job_and_names_host_code_and_log(launch):
     others = [h for h in cluster.handles("server") + cluster.handles("worker") if h is not worker]
     # The failure is published first, then the others are stopped (by the watch thread).
     assert wait_until(lambda: all(h.terminated for h in others), 5.0)
+
+
+def test_the_last_lines_of_a_failure_are_the_nodes_own_without_the_ready_handshake(launch, tmp_path):
+    """Issue 33, item 12: the server's internal ready line (and TensorFlow's chatter) stay in the log only."""
+    coordinator, cluster, _ = launch(sink=NodeConsole(stream=open(os.devnull, "w"), hidden=(READY,)))
+    server = cluster.handles("server")[0]
+    server.finish(1, "I0000 00:00:1795547531.316711   10739 port.cc:153] oneDNN custom operations are on.\n"
+                     "OSError: [Errno 98] Address already in use")
+    error = _wait_failure(coordinator)
+    assert error.log_tail == "OSError: [Errno 98] Address already in use"
+    assert READY not in str(error) and "oneDNN" not in str(error)
+    log = open(coordinator.logs.file(server.name, "server")).read()
+    assert log.startswith("{} 50".format(READY)) and "oneDNN" in log
 
 
 def test_a_dropped_connection_or_a_server_exit_is_a_failure(launch):
@@ -399,3 +413,36 @@ def test_a_line_written_from_a_signal_handler_inside_a_write_does_not_hang():
     worker.start()
     assert done.wait(10), "write_line deadlocked on its own lock"
     assert lines == ["[autodist] outer\n", "[autodist] from the handler\n"]
+
+
+# A training script that announces its server, then prints 2 MB: far more than the 200 KiB log disk holds.
+CHATTY_NODE = """import sys, time
+print({ready!r} + " 1", flush=True)
+time.sleep(1.0)   # the chief sees the handshake before the lines push it out of the tail
+for i in range(20000):
+    print("x" * 99)
+print("done", flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_job_whose_log_disk_fills_up_goes_on_and_says_so_once(tmp_path, small_tmpfs):
+    """Issue 33, item 1, at the job's level: ~/.autodist/logs on a full disk used to end a healthy job."""
+    said = tmp_path / "console.txt"
+    with open(str(said), "w") as console:
+        coordinator = Coordinator(ResourceSpec.from_dict({"nodes": [{"address": "127.0.0.1", "chief": True},
+                                                                    {"address": "127.0.0.2"}]}),
+                                  new_job_id(), sink=console, workdir_base=str(tmp_path / "jobs"),
+                                  log_base=str(small_tmpfs / "logs"), poll_interval=0.05)
+        strategy = tmp_path / "strategy.pb"
+        strategy.write_bytes(b"plan")
+        try:
+            coordinator.launch(str(strategy), ["-c", CHATTY_NODE.format(ready=READY)], str(tmp_path),
+                               scripts_serve=True)
+            coordinator.finish(timeout=120)
+        finally:
+            coordinator.abort()
+    lines = said.read_text().splitlines()
+    notices = [line for line in lines if line.startswith("[autodist] node logs are no longer written")]
+    assert len(notices) == 1 and "No space left on device; the job goes on" in notices[0], notices
+    assert lines.count("[127.0.0.2] done") == 1 and lines.count("[127.0.0.2] " + "x" * 99) == 20000

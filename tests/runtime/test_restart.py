@@ -28,8 +28,9 @@ def test_node_failures_are_restarted_until_an_attempt_succeeds(tmp_path):
     assert (code, runs) == (0, 3)
     lines = said.splitlines()
     assert len(lines) == 2
-    assert lines[0].startswith("[autodist] restart 1 of 3 in 0 s: attempt 1 (")
-    assert lines[0].endswith("s): worker on 127.0.0.2 failed: run 1; the new job resumes from the newest checkpoint")
+    assert lines[0].startswith("[autodist] restart 1 of 3 in 0.01 s: attempt 1 (")
+    # the supervisor cannot know whether the script keeps checkpoints: the attempt says where it resumes
+    assert lines[0].endswith("s): worker on 127.0.0.2 failed: run 1; the script starts again as a new job")
     assert lines[1].startswith("[autodist] restart 2 of 3")
 
 
@@ -79,3 +80,28 @@ def test_an_api_chief_with_max_restarts_supervises_and_exits_with_the_last_statu
     monkeypatch.setenv(ATTEMPT_ENV, "2")   # inside an attempt: AutoDist trains instead
     ad = AutoDist(str(spec), max_restarts=1)
     assert (ad.job.attempt, ad.job.node_failure_status) == (2, NODE_FAILED)
+
+
+SUPERVISOR = """import sys
+from autodist.runtime.restart import supervise
+sys.exit(supervise([sys.executable, "-c", "import sys; sys.exit({})"], 3, backoff=60))
+""".format(NODE_FAILED)
+
+
+def test_ctrl_c_during_the_back_off_ends_with_130_and_one_line(tmp_path):
+    """Issue 33, item 9: before, a KeyboardInterrupt traceback from time.sleep."""
+    import signal
+    import subprocess
+    supervisor = subprocess.Popen([sys.executable, "-c", SUPERVISOR], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+    try:
+        line = supervisor.stdout.readline()   # the restart line: the back-off has begun
+        assert line.startswith("[autodist] restart 1 of 3 in 60 s: "), line
+        supervisor.send_signal(signal.SIGINT)
+        out, err = supervisor.communicate(timeout=30)
+    finally:
+        if supervisor.poll() is None:
+            supervisor.kill()
+            supervisor.communicate(timeout=30)
+    assert supervisor.returncode == 130
+    assert err == "autodist: interrupted between two attempts (no job was running); no restart\n"

@@ -237,3 +237,44 @@ def test_cli_malformed_input_exits_2_with_one_line(argv, env, problem, monkeypat
 def test_cli_negative_gpu_count_is_a_usage_error(capsys):
     assert cli.main(["spec", "from-slurm", "--gpus-per-node", "-1"]) == 2
     assert "expected a non-negative integer" in capsys.readouterr().err
+
+
+# -- unbounded inputs (issue 33, item 2) ---------------------------------------------------------------
+
+# Runs one command with its address space capped at 1 GiB: a conversion that expands before checking
+# the size ends in MemoryError (exit 1) or the timeout, instead of taking the test machine down.
+BOUNDED = """import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+from autodist.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("argv, env, problem", [
+    (["from-slurm"], {"SLURM_JOB_NODELIST": "n[0-99999999999999999999]"},
+     "SLURM_JOB_NODELIST: 'n[0-99999999999999999999]' names 100000000000000000000 hosts; a resource spec has at "
+     "most 4096 nodes"),
+    (["from-slurm"], {"SLURM_JOB_NODELIST": "r[1-100]-n[1-100]"}, "names 10000 hosts"),
+    (["from-slurm"], {"SLURM_JOB_NODELIST": "n[1-2]", "SLURM_JOB_CPUS_PER_NODE": "2(x100000000)"},
+     "SLURM_JOB_CPUS_PER_NODE: '2(x100000000)' gives 100000000 node(s) but the allocation has 2"),
+    (["from-slurm"], {"SLURM_JOB_NODELIST": "n[1-2]", "SLURM_GPUS_ON_NODE": "100000000"},
+     "SLURM_GPUS_ON_NODE: 100000000 GPUs per node; a resource spec has at most 1024 devices per node"),
+    (["from-slurm", "--gpus-per-node", "100000000"], {"SLURM_JOB_NODELIST": "n[1-2]"},
+     "--gpus-per-node: 100000000 GPUs per node"),
+    (["from-tf-config", "--gpus-per-node", "100000000"], {"TF_CONFIG": tf_config({"worker": ["a:1", "b:1"]})},
+     "--gpus-per-node: 100000000 GPUs per node"),
+    (["from-tf-config"], {"TF_CONFIG": "[" * 30000 + "]" * 30000}, "TF_CONFIG: nested too deeply to read"),
+    (["from-tf-config", "--tf-config", '{"cluster": {"worker": ["a:1"]}, "task": ' + "[" * 30000 + "]" * 30000
+      + "}"], {}, "--tf-config: nested too deeply to read"),
+], ids=["huge-range", "groups-multiply", "repeated-counts", "slurm-gpus", "slurm-gpus-option", "tf-config-gpus",
+        "tf-config-deep", "tf-config-option-deep"])
+def test_sizes_are_checked_before_anything_is_expanded(tmp_path, argv, env, problem):
+    import os
+    import subprocess
+    import sys
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "TF_CONFIG", "CUDA_VISIBLE"))}
+    result = subprocess.run([sys.executable, "-c", BOUNDED, "spec"] + argv, capture_output=True, text=True,
+                            timeout=60, env=dict(clean, **env), cwd=str(tmp_path))
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.startswith("autodist: error: ") and problem in result.stderr, result.stderr[-2000:]
+    assert len(result.stderr.splitlines()) == 1

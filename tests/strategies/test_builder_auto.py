@@ -180,6 +180,14 @@ def test_measured_compute_is_cached_per_graph(graph_item, tmp_path):
     assert measure_compute(graph_item, 8, directory=str(tmp_path)) == first   # read back, not run again
 
 
+def test_a_compute_cache_that_cannot_be_written_costs_only_the_cache(graph_item, tmp_path):
+    """A full disk or a read-only home must not fail a plan (issue 33: what a full disk does)."""
+    from autodist.strategies.cost import measure_compute
+    (tmp_path / "file").write_text("not a directory")
+    measured = measure_compute(graph_item, 8, steps=2, warmup=1, directory=str(tmp_path / "file" / "cache"))
+    assert measured.source == "measured" and measured.step_s > 0
+
+
 def test_estimated_rows_of_a_lookup_count_every_id_of_an_example():
     """``embedding_lookup`` flattens its ids: the gradient's indices are ``[None]``, the ids ``[None, 16]``."""
     import tensorflow as tf

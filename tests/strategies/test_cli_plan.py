@@ -179,3 +179,95 @@ def test_png_dot_and_graph_dumps(capsys, item_file, tmp_path):
         events = tf.compat.v1.train.summary_iterator(glob.glob(str(graphs / name / "events.*"))[0])
         assert any(e.graph_def for e in events), name
     assert "wrote {}".format(png) in err and "wrote 6 graphs" in err
+
+
+# -- unmodified scripts, as autodist run captures them (issue 33, item 6) ---------------------------------
+
+TF1_SCRIPT = textwrap.dedent("""\
+    import tensorflow as tf
+
+    tf1 = tf.compat.v1
+    with tf.Graph().as_default():
+        x = tf1.placeholder(tf.float32, [None, 3])
+        y = tf1.placeholder(tf.float32, [None, 1])
+        w = tf1.get_variable("w", initializer=tf.zeros([3, 1]))
+        b = tf1.get_variable("b", initializer=tf.zeros([1]))
+        loss = tf.reduce_mean(tf.square(tf.matmul(x, w) + b - y))
+        step = tf1.train.get_or_create_global_step()
+        train = tf1.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step)
+        {session}
+            for i in range(3):
+                sess.run(train, {{x: [[1.0, 2.0, 3.0]], y: [[1.0]]}})
+                open({marker!r}, "a").write("trained step {{}}\\n".format(i))
+    """)
+SESSIONS = {"session": "with tf1.Session() as sess:\n        sess.run(tf1.global_variables_initializer())",
+            "monitored": "with tf1.train.MonitoredTrainingSession() as sess:"}
+
+
+@pytest.mark.parametrize("session", sorted(SESSIONS))
+def test_an_unmodified_tf1_script_is_planned_at_its_first_session_without_training(capsys, tmp_path, session):
+    """Before: the script trained to its end on one device, then plan asked for ad.create_distributed_session()."""
+    marker = tmp_path / "trained.txt"
+    script = tmp_path / "train.py"
+    script.write_text(TF1_SCRIPT.format(session=SESSIONS[session], marker=str(marker)))
+    status, out, err = run(capsys, "plan", "-r", TWO_NODES, "-s", "AllReduce", "--format", "json", str(script))
+    assert status == 0, err
+    data = json.loads(out)
+    assert data["builder"].startswith("AllReduce(") and len(data["replicas"]) == 2
+    assert sorted(v["name"] for v in data["variables"]) == ["b:0", "w:0"]
+    assert not marker.exists(), "plan stops the script at its first session"
+
+
+def test_an_unmodified_script_needs_the_cluster_and_is_not_trained_without_it(capsys, tmp_path):
+    marker = tmp_path / "trained.txt"
+    script = tmp_path / "train.py"
+    script.write_text(TF1_SCRIPT.format(session=SESSIONS["session"], marker=str(marker)))
+    status, out, err = run(capsys, "plan", str(script))
+    assert status == 2 and out == ""
+    assert "has no AutoDist of its own" in err and "give the cluster with -r SPEC" in err
+    assert not marker.exists()
+
+
+KERAS_SCRIPT = textwrap.dedent("""\
+    import keras
+    import numpy as np
+
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(5), keras.layers.Dense(2)])
+    model.compile(optimizer="sgd", loss="mse")
+    model.fit(np.ones((8, 4), np.float32), np.ones((8, 2), np.float32), batch_size=4, verbose=0)
+    raise SystemExit("plan must stop the script at its first fit")
+    """)
+
+
+def test_an_unmodified_keras_script_is_planned_at_its_first_fit(capsys, tmp_path):
+    script = tmp_path / "fit.py"
+    script.write_text(KERAS_SCRIPT)
+    status, out, err = run(capsys, "plan", "-r", TWO_NODES, "-s", "PS", "--format", "json", str(script))
+    assert status == 0, err
+    variables = {v["name"]: tuple(v["shape"]) for v in json.loads(out)["variables"]}
+    model = sorted(shape for name, shape in variables.items() if not name.startswith("autodist_metrics/"))
+    assert model == [(2,), (4, 5), (5,), (5, 2)]   # and the accumulators fit synchronizes its metrics with
+
+
+# -- what plan prints (issue 33, item 12) --------------------------------------------------------------
+
+def test_plan_prints_no_tensorflow_start_up_messages(item_file):
+    import os
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    result = subprocess.run([sys.executable, "-m", "autodist", "plan", "-r", TWO_NODES, "-s", "PS", item_file],
+                            capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "absl::InitializeLog" not in result.stderr and "oneDNN" not in result.stderr, result.stderr[-3000:]
+    assert "cpu_feature_guard" not in result.stderr and result.stdout.startswith("strategy ")
+
+
+def test_png_without_matplotlib_says_which_extra_to_install(capsys, item_file, tmp_path, monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "matplotlib", None)   # import matplotlib raises ImportError
+    status, out, err = run(capsys, "plan", "-r", TWO_NODES, "-s", "PS", item_file, "--png", str(tmp_path / "p.png"))
+    assert status == 2 and out == ""
+    assert err.startswith("autodist: error: autodist plan --png draws with matplotlib, which is not installed")
+    assert 'pip install "autodist[examples]"' in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "p.png").exists()

@@ -23,7 +23,7 @@ import hashlib
 import json
 import os
 
-from autodist.fileio import atomic_write_bytes
+from autodist.fileio import atomic_write_bytes, make_private_dirs
 
 __all__ = ["Calibration", "prior_calibration", "spec_key", "calibration_path", "load_calibration",
            "save_calibration", "read_calibration_file", "write_calibration_file", "JOB_CALIBRATION_FILE",
@@ -140,6 +140,5 @@ def load_calibration(spec, directory=None):
 def save_calibration(spec, calibration, directory=None):
     """Cache ``calibration`` for ``spec``'s cluster (directory 0700, file 0600); returns the path."""
     path = calibration_path(spec, directory)
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    os.chmod(os.path.dirname(path), 0o700)
+    make_private_dirs(os.path.dirname(path))
     return write_calibration_file(path, calibration)

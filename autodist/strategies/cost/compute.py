@@ -23,7 +23,7 @@ import os
 import statistics
 import time
 
-from autodist.fileio import atomic_write_bytes
+from autodist.fileio import atomic_write_bytes, make_private_dirs
 from autodist.strategies.cost.calibration import DEFAULT_CALIBRATION_DIR
 from autodist.strategies.cost.model import Compute
 
@@ -53,8 +53,11 @@ def measure_compute(graph_item, batch, steps=10, warmup=3, directory=None, use_c
         with open(path, encoding="utf-8") as handle:
             return Compute(**json.load(handle))
     compute = _run(graph_item, batch, steps, warmup)
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    atomic_write_bytes(path, json.dumps(compute.to_dict()).encode(), mode=0o600)
+    try:
+        make_private_dirs(os.path.dirname(path))
+        atomic_write_bytes(path, json.dumps(compute.to_dict()).encode(), mode=0o600)
+    except OSError:   # a cache: a full disk or a read-only home costs the next call a measurement, no more
+        pass
     return compute
 
 
