@@ -159,13 +159,14 @@ def half_source(tensor):
 
 
 def half_gradient_dtypes(graph_item):
-    """``{variable op name: half dtype}`` of the captured item's dense gradients computed in half precision."""
+    """``{variable op name: half dtype}`` of the captured item's dense gradients computed in half precision
+    that travel in it: float16 (TensorFlow has no bfloat16 collective or accumulator kernels on CPUs)."""
     found = {}
     for record in graph_item.grad_records:
         if record.is_sparse:
             continue
         source = half_source(graph_item.graph.get_tensor_by_name(record.grad))
-        if source is not None:
+        if source is not None and source.dtype == tf.float16:
             found[op_name(record.target)] = source.dtype
     return found
 

@@ -13,8 +13,6 @@ fails raises ``TransformError`` naming itself and the passes before it.
 import dataclasses
 from typing import Callable, List
 
-import tensorflow as tf
-
 from autodist.errors import AutoDistError, TransformError
 from autodist.kernel.analysis import analyze
 from autodist.kernel.assignment import STEP_NAME, Assignment, NodeContext, assign
@@ -22,7 +20,8 @@ from autodist.kernel.base import PassResult
 from autodist.kernel.contract import read_entries
 from autodist.kernel.accumulate import Accumulate
 from autodist.kernel.finalizer import Finalizer
-from autodist.kernel.half_gradients import HalfGradients, half_gradient_dtypes
+from autodist.capture.queries import half_gradient_dtypes
+from autodist.kernel.half_gradients import HalfGradients
 from autodist.kernel.partitioner import Partitioner
 from autodist.kernel.replicator import Replicator
 from autodist.kernel.synchronization import SyncBetweenGraph, SyncInGraph
@@ -78,15 +77,6 @@ def run_passes(item, passes: List[Callable], done=(), observe=None):
     return PassResult(item, details)
 
 
-def _wire_dtypes(item, entries):
-    """The half dtypes gradients travel in (``half_gradients``), but bfloat16 to a parameter server."""
-    dtypes = half_gradient_dtypes(item)
-    synced = entries.variables
-    return {v: d for v, d in dtypes.items()
-            if not (d == tf.bfloat16 and v in synced and synced[v].synchronizer is not None
-                    and synced[v].synchronizer.kind == "ps")}
-
-
 class GraphTransformer:
     """Transform a captured GraphItem for one node of a job, under a compiled strategy."""
 
@@ -99,7 +89,7 @@ class GraphTransformer:
         entries = read_entries(self.strategy)
         accumulating = entries.accumulation_steps > 1
         first = [Accumulate(entries.accumulation_steps)] if accumulating else []
-        half = _wire_dtypes(item, entries)
+        half = half_gradient_dtypes(item)
         first += [HalfGradients(half)] if half else []
         partitioned = run_passes(item, first + [Partitioner(entries)], observe=self.observe)
         done = list(partitioned.details)

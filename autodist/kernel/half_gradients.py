@@ -12,18 +12,18 @@ up moves behind the synchronization, into the update::
 When gradients are accumulated, the accumulators keep float32 (their sum is
 exact) and the mean is cast down for the wire. Which variables qualify is
 decided on the captured graph (``half_gradient_dtypes``), so that the
-planner's byte counts and the kernel agree. Dense gradients only; an
-IndexedSlices gradient keeps its dtype. A bfloat16 gradient of a
-parameter-server variable keeps float32: TensorFlow's accumulators have no
-bfloat16 kernel.
+planner's byte counts and the kernel agree. Dense float16 gradients only:
+an IndexedSlices gradient keeps its dtype, and a bfloat16 gradient travels
+as float32 (TensorFlow's CPU collectives and parameter-server accumulators
+have no bfloat16 kernels; the graph transformer leaves them out).
 """
 import tensorflow as tf
 
-from autodist.capture.queries import half_gradient_dtypes, half_source
+from autodist.capture.queries import half_source
 from autodist.kernel.analysis import analyze
 from autodist.kernel.base import PassResult
 
-__all__ = ["HalfGradients", "half_gradient_dtypes"]
+__all__ = ["HalfGradients"]
 
 
 class HalfGradients:
