@@ -272,6 +272,8 @@ def _straight_backend_apply(optimizer, variables):
         _build_without_accumulators(optimizer, saved_build, var_list)
 
     def update(grads, trainable_variables):
+        if accumulation_steps_of(optimizer):   # Keras adds a sparse gradient to a dense accumulator
+            grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
         grads = optimizer._clip_gradients(grads)
         optimizer._apply_weight_decay(trainable_variables)
         optimizer._backend_update_step(grads, trainable_variables, optimizer.learning_rate)

@@ -85,7 +85,8 @@ def job_autodist(case, address, servers, chief, spec_path):
     job = JobContext(job_id=case["job_id"], address=address, servers=servers, chief=chief,
                      strategy_path=case["strategy_path"], strategy_wait=60.0,
                      collective_key_base=case["key_base"])
-    return autodist.AutoDist(spec_path, builder_of(case["builder"], case.get("kwargs", {})), job=job)
+    return autodist.AutoDist(spec_path, builder_of(case["builder"], case.get("kwargs", {})), job=job,
+                             accumulation_steps=case.get("accumulation_steps"))
 
 
 def run_node(case, address, servers, chief, spec_path, rows):

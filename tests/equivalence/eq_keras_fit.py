@@ -22,7 +22,7 @@ def run_node(case, address, servers, chief, spec_path, rows):
     keras.backend.clear_session()
     ad = eq_harness.job_autodist(case, address, servers, chief, spec_path)
     with tf.Graph().as_default(), ad.scope():
-        model = build(case["model"])
+        model = build(case["model"], case.get("keras_accumulation_steps"))
     result = run(model, case["model"])
     result["weights"] = ad.session.run([w.value for w in model.weights if w.trainable])
     ad.session.close()

@@ -28,8 +28,8 @@ TOPOLOGY = "2nodes-1+1"
 
 
 @functools.lru_cache(maxsize=None)
-def _reference(kind):
-    return reference(kind)
+def _reference(kind, accumulation_steps=None):
+    return reference(kind, accumulation_steps)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -41,3 +41,16 @@ def test_fit_on_two_nodes_equals_single_device(builder, kind, pools, tmp_path):
     assert len(results) == len(nodes)
     for node_result in results:
         check(node_result, _reference(kind))
+
+
+@pytest.mark.parametrize("how", ["AutoDist", "Keras"])
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_accumulating_fit_on_two_nodes_equals_single_device_keras_accumulation(builder, how, pools, tmp_path):
+    """``AutoDist(accumulation_steps=3)``, or Keras' own ``gradient_accumulation_steps=3``: the history, evaluate,
+    predict and weights of Keras' own accumulation on one device (the dense model; an epoch of 4 batches ends
+    mid-accumulation, and the logs of every batch are the job's)."""
+    nodes = harness.TOPOLOGIES[TOPOLOGY]
+    extra = {"accumulation_steps": 3} if how == "AutoDist" else {"keras_accumulation_steps": 3}
+    case = harness.new_case(builder, "dense", tmp_path, module="eq_keras_fit", **extra)
+    for node_result in pools(TOPOLOGY).run(case, {address: None for address, _ in nodes}):
+        check(node_result, _reference("dense", 3))

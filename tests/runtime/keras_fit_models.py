@@ -26,7 +26,8 @@ def data(kind):
     return rng.randn(ROWS, 4).astype(np.float32), y
 
 
-def build(kind):
+def build(kind, accumulation_steps=None):
+    """The model of ``kind``, compiled; ``accumulation_steps``: Keras' own ``gradient_accumulation_steps``."""
     keras.utils.set_random_seed(1)
     layers = {
         "dense": [keras.Input((4,)), keras.layers.Dense(8, activation="relu")],
@@ -35,7 +36,7 @@ def build(kind):
                       keras.layers.GlobalAveragePooling1D()],
     }[kind]
     model = keras.Sequential(layers + [keras.layers.Dense(3)])
-    model.compile(optimizer=keras.optimizers.Adam(0.05),
+    model.compile(optimizer=keras.optimizers.Adam(0.05, gradient_accumulation_steps=accumulation_steps),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy", keras.metrics.SparseCategoricalCrossentropy(from_logits=True, name="xent")])
     return model
@@ -50,10 +51,10 @@ def run(model, kind):
             "predict": model.predict(x[:PREDICT_ROWS], verbose=0)}
 
 
-def reference(kind):
+def reference(kind, accumulation_steps=None):
     """``run`` in plain eager Keras on one device, with the final trainable weights."""
     keras.backend.clear_session()
-    model = build(kind)
+    model = build(kind, accumulation_steps)
     result = run(model, kind)
     result["weights"] = [w.numpy() for w in model.trainable_weights]
     return result

@@ -139,3 +139,23 @@ def test_tensorboard_writes_the_epoch_logs(spec, tmp_path):
     model.fit(x, y, batch_size=BATCH, epochs=2, verbose=0,
               callbacks=[keras.callbacks.TensorBoard(str(tmp_path), write_graph=False)])
     assert list((tmp_path / "train").glob("events.out.tfevents.*"))
+
+
+@pytest.mark.parametrize("kind,how", [pytest.param(kind, how, id="{}-{}".format(kind, how),
+                                                   marks=() if kind == "dense" else pytest.mark.slow)
+                                      for kind in KINDS for how in ("AutoDist", "Keras")
+                                      if not (kind == "embedding" and how == "AutoDist")])
+def test_accumulating_fit_equals_keras_own_accumulation_on_one_device(spec, kind, how):
+    """``AutoDist(accumulation_steps=3)`` with a plain optimizer, or Keras' own ``gradient_accumulation_steps=3``:
+    Keras' own accumulation on one device (epochs of 4 batches end mid-accumulation; every batch's logs are the
+    job's). Keras adds a sparse gradient to a dense accumulator, autodist keeps its rows as one step of the
+    batch of 3b sees them (tests/equivalence/test_accumulation_equivalence.py): the Embedding model runs Keras'
+    own option only."""
+    expected = reference(kind, 3)
+    keras.backend.clear_session()
+    ad = AutoDist(spec, AllReduce(), accumulation_steps=3 if how == "AutoDist" else None)
+    with tf.Graph().as_default(), ad.scope():
+        model = _build(kind, 3 if how == "Keras" else None)
+    result = run(model, kind)
+    result["weights"] = _weights(ad, model)
+    check(result, expected)
