@@ -14,6 +14,7 @@ import functools
 import os
 import sys
 
+import numpy as np
 import pytest
 
 import eq_harness as harness
@@ -28,8 +29,8 @@ TOPOLOGY = "2nodes-1+1"
 
 
 @functools.lru_cache(maxsize=None)
-def _reference(kind, accumulation_steps=None):
-    return reference(kind, accumulation_steps)
+def _reference(kind, accumulation_steps=None, policy="float32"):
+    return reference(kind, accumulation_steps, policy)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -54,3 +55,40 @@ def test_accumulating_fit_on_two_nodes_equals_single_device_keras_accumulation(b
     case = harness.new_case(builder, "dense", tmp_path, module="eq_keras_fit", **extra)
     for node_result in pools(TOPOLOGY).run(case, {address: None for address, _ in nodes}):
         check(node_result, _reference("dense", 3))
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_mixed_float16_fit_on_two_nodes_equals_single_device_within_half_precision(builder, pools, tmp_path):
+    """Keras' ``mixed_float16`` policy (a LossScaleOptimizer with dynamic loss scaling, float16 gradients on the
+    wire): the single-device run under the same policy, within half-precision tolerance."""
+    nodes = harness.TOPOLOGIES[TOPOLOGY]
+    case = harness.new_case(builder, "dense", tmp_path, module="eq_keras_fit", policy="mixed_float16")
+    for node_result in pools(TOPOLOGY).run(case, {address: None for address, _ in nodes}):
+        check(node_result, _reference("dense", None, "mixed_float16"), rtol=5e-3, atol=5e-3)
+
+
+@pytest.mark.parametrize("builder", ["PS", "AllReduce", "PartitionedPS", "Parallax"])
+def test_an_inf_gradient_on_one_replica_skips_the_step_on_every_replica(builder, pools, tmp_path):
+    """Loss scaling decides once for the job: the last replica of the last node sees an inf gradient, and every
+    replica of every node keeps its weights and halves its loss scale (the finite check reads the synchronized
+    gradients, which the inf reaches on every replica)."""
+    import eq_loss_scale
+    topology = "2nodes-2+1"
+    nodes = harness.TOPOLOGIES[topology]
+    rows, start = {}, 0
+    for address, count in nodes:
+        rows[address] = slice(start, start + 4 * count)
+        start += 4 * count
+    case = harness.new_case(builder, "scaled", tmp_path, module="eq_loss_scale")
+    results = pools(topology).run(case, rows)
+    assert sum(len(r["after"]) for r in results) == 3 * 4   # 3 replicas, 2 weights and 2 state variables each
+    for result in results:
+        for (replica, var_op), value in result["after"].items():
+            if var_op in result["weights"]:
+                np.testing.assert_array_equal(value, result["before"][(replica, var_op)])
+        scale, counter = result["state"]
+        for (replica, var_op), value in result["after"].items():
+            if var_op == scale:
+                assert value == result["before"][(replica, var_op)] / 2 == eq_loss_scale.INITIAL_SCALE / 2
+            if var_op == counter:   # the first step was finite and counted; the second reset it
+                assert result["before"][(replica, var_op)] == 1 and value == 0

@@ -51,12 +51,16 @@ def run(model, kind):
             "predict": model.predict(x[:PREDICT_ROWS], verbose=0)}
 
 
-def reference(kind, accumulation_steps=None):
+def reference(kind, accumulation_steps=None, policy="float32"):
     """``run`` in plain eager Keras on one device, with the final trainable weights."""
     keras.backend.clear_session()
-    model = build(kind, accumulation_steps)
-    result = run(model, kind)
-    result["weights"] = [w.numpy() for w in model.trainable_weights]
+    keras.mixed_precision.set_global_policy(policy)
+    try:
+        model = build(kind, accumulation_steps)
+        result = run(model, kind)
+        result["weights"] = [w.numpy() for w in model.trainable_weights]
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
     return result
 
 
@@ -67,11 +71,12 @@ def close(actual, expected, rtol=1e-4, atol=1e-5):
         np.testing.assert_allclose(actual[name], expected[name], rtol=rtol, atol=atol, err_msg=name)
 
 
-def check(actual, expected):
-    """A distributed ``run`` (with its weights) equals the single-device one within float tolerance."""
-    close(actual["history"], expected["history"])
-    np.testing.assert_allclose(actual["evaluate"], expected["evaluate"], rtol=1e-4)
-    np.testing.assert_allclose(actual["predict"], expected["predict"], rtol=1e-4, atol=1e-5)
+def check(actual, expected, rtol=1e-4, atol=1e-5):
+    """A distributed ``run`` (with its weights) equals the single-device one within float tolerance (or the
+    one given: half precision)."""
+    close(actual["history"], expected["history"], rtol, atol)
+    np.testing.assert_allclose(actual["evaluate"], expected["evaluate"], rtol=rtol, atol=atol)
+    np.testing.assert_allclose(actual["predict"], expected["predict"], rtol=rtol, atol=atol)
     assert len(actual["weights"]) == len(expected["weights"])
     for got, want in zip(actual["weights"], expected["weights"]):
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
