@@ -26,6 +26,12 @@ the session exists: the chief decides from its own directory
 (``newest_checkpoint``) and tells the other nodes when it launches them
 (``RESTORE_ENV``).
 
+With gradient accumulation (``AutoDist(accumulation_steps=k)``) a periodic
+save that falls inside an accumulation waits for its update: a checkpoint
+holds applied updates only (the accumulators are not saved; a save on SIGTERM
+or at the end does not wait, and the partial sums of an unfinished update are
+lost with it).
+
 Saves are atomic where it matters: TensorFlow writes a checkpoint's files
 under a new prefix (``model.ckpt-<step>``), then replaces the ``checkpoint``
 state file (write to a temporary, rename). A process killed while saving
@@ -169,7 +175,7 @@ class ResumeHook(tf.compat.v1.train.SessionRunHook):
         saved_step, saved_at = self._resumer.last
         due = ((self._save_steps is not None and step - (saved_step or 0) >= self._save_steps) or
                (self._save_secs is not None and time.monotonic() - saved_at >= self._save_secs))
-        if self._resumer.is_chief and due:
+        if self._resumer.is_chief and due and _at_update_boundary(self._distributed(run_context.session)):
             self._resumer.save(step)
 
     def end(self, session):
@@ -205,6 +211,7 @@ class SessionCheckpoints:
                                 "attempt {}: ".format(attempt) if attempt else "")
         self._every = save_every
         self._calls = 0
+        self._due = False   # a save that waits for the end of an accumulation (``_at_update_boundary``)
 
     def attach(self, session, first):
         """Restore-or-initialize ``session`` (``first``) or move the saves to it; save after its run calls."""
@@ -219,12 +226,20 @@ class SessionCheckpoints:
         if session is not self._resumer.session:
             return
         self._calls += 1
-        if self._resumer.is_chief and self._calls % self._every == 0:
+        self._due = self._due or self._calls % self._every == 0
+        if self._resumer.is_chief and self._due and _at_update_boundary(session):
             self._resumer.save()
+            self._due = False
 
     def save_now(self, timeout=30.0):
         """The chief, on SIGTERM: a last checkpoint, bounded (``Job.before_term``)."""
         return self._resumer.save_now(timeout)
+
+
+def _at_update_boundary(session):
+    """Whether ``session`` (a DistributedSession) is between updates: a periodic save waits while gradients
+    are being accumulated, so that a checkpoint holds the state of applied updates only."""
+    return getattr(session, "at_update_boundary", True)
 
 
 def _global_step_of(graph, checkpoint_dir):

@@ -130,3 +130,22 @@ def test_a_kill_mid_save_leaves_the_previous_checkpoint_complete_and_restorable(
     assert reader.get_tensor("global_step") == step
     assert np.all(reader.get_tensor("big") == float(step))
     assert reader.get_tensor("w") == pytest.approx(0.8 ** step)   # w <- w - 0.1 * 2w at every step
+
+
+def test_a_periodic_save_waits_for_the_end_of_an_accumulation():
+    """save_every=1 with k = 3: saves happen only after the calls that applied an update."""
+    from autodist.checkpoint.resume import SessionCheckpoints
+
+    class Session:
+        after_run, graph = [], None
+        at_update_boundary = True
+
+    saves = []
+    checkpoints = SessionCheckpoints("/nonexistent-dir", 1, True, {}, lambda text: None)
+    checkpoints._resumer.save = lambda step=None: saves.append(step)
+    session = Session()
+    checkpoints._resumer.session = session
+    for call in range(6):
+        session.at_update_boundary = call % 3 == 2
+        checkpoints._after_run(session)
+    assert len(saves) == 2
