@@ -26,6 +26,11 @@ Configurations (``--configs``; ``step_time_roles`` has the processes):
     PS_adam, PSLoadBalancing_adam, AllReduce_adam
                       those builders training with Keras 3 Adam instead of SGD (its update is
                       a dozen ops a variable); their losses differ from SGD's
+    AllReduce_k4, _k16, AllReduce and PSLoadBalancing accumulating gradients over 4 or 16
+    PSLoadBalancing_k4, _k16  calls (``AutoDist(accumulation_steps=k)``): a timed step is one
+                      call (one batch per worker); k-1 of every k only add to the accumulators,
+                      so the mean (``mean ms``) is the time per batch and ``sent/wstep`` per
+                      batch; use --steps a multiple of 16 (and --warmup 16)
 
 The baselines train exactly like single-device SGD on the global batch (the
 variables agreed to 1e-8 after three steps when this was written). They run
@@ -93,7 +98,7 @@ FULL = {"models": list(MODELS), "configs": list(CONFIGS), "warmup": 10, "steps":
 
 def summarize(model, config, runs, errors, rounds):
     """One result row from the successful runs of every round."""
-    row = {"model": model, "config": config, "median_ms": None, "p90_ms": None, "bytes_per_step": None,
+    row = {"model": model, "config": config, "median_ms": None, "p90_ms": None, "mean_ms": None, "bytes_per_step": None,
            "cross_node_bytes_per_step": None, "cpu_s_per_step": None, "ratio": None, "steps": 0,
            "rounds": len(runs), "rounds_planned": rounds, "errors": errors, "loss": None}
     if not runs:
@@ -101,7 +106,7 @@ def summarize(model, config, runs, errors, rounds):
     ms = [t for run in runs for t in run["ms"]]
     workers = 1 if config == "single" else WORKERS
     p90 = statistics.quantiles(ms, n=10, method="inclusive")[-1] if len(ms) > 1 else ms[0]
-    row.update(median_ms=statistics.median(ms), p90_ms=p90,
+    row.update(median_ms=statistics.median(ms), p90_ms=p90, mean_ms=statistics.mean(ms),
                steps=len(ms), cpu_s_per_step=sum(r["cpu_s"] for r in runs) / len(ms),
                bytes_per_step=sum(r["sent"] for r in runs) / len(ms) / workers,
                cross_node_bytes_per_step=sum(r["cross_node"] for r in runs) / len(ms) / workers)
@@ -137,8 +142,8 @@ def _number(value, fmt):
 
 
 def print_tables(rows, args):
-    head = "{:<22} {:>9} {:>9} {:>11} {:>11} {:>11} {:>6} {:>6} {:>10}".format(
-        "config", "median ms", "p90 ms", "sent/wstep", "x-node", "CPU ms/step", "ratio", "steps", "loss")
+    head = "{:<22} {:>9} {:>9} {:>9} {:>11} {:>11} {:>11} {:>6} {:>6} {:>10}".format(
+        "config", "median ms", "p90 ms", "mean ms", "sent/wstep", "x-node", "CPU ms/step", "ratio", "steps", "loss")
     for model in args.models:
         spec = MODELS[model]
         print("\n{}: {} parameters, batch {} per worker (global {}); threads per process: {}; {}".format(
@@ -146,8 +151,9 @@ def print_tables(rows, args):
             "pinned" if args.pin else "not pinned"))
         print(head)
         for row in (r for r in rows if r["model"] == model):
-            print("{:<22} {:>9} {:>9} {:>11} {:>11} {:>11} {:>6} {:>6} {:>10}".format(
+            print("{:<22} {:>9} {:>9} {:>9} {:>11} {:>11} {:>11} {:>6} {:>6} {:>10}".format(
                 row["config"], _number(row["median_ms"], "{:.2f}"), _number(row["p90_ms"], "{:.2f}"),
+                _number(row["mean_ms"], "{:.2f}"),
                 _size(row["bytes_per_step"]), _size(row["cross_node_bytes_per_step"]),
                 _number(row["cpu_s_per_step"] and row["cpu_s_per_step"] * 1e3, "{:.2f}"),
                 _number(row["ratio"], "{:.2f}"), row["steps"], _number(row["loss"], "{:.4g}")))

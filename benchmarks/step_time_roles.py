@@ -104,7 +104,8 @@ def run_autodist(args, model):
     arguments = json.loads(args.builder_args)
     if args.builder == "AutoStrategy":   # the per-replica batch, which the placeholders leave open, as a user states it
         arguments.setdefault("batch", model.batch)
-    ad = autodist.AutoDist(args.spec, getattr(strategies, args.builder)(**arguments))
+    ad = autodist.AutoDist(args.spec, getattr(strategies, args.builder)(**arguments),
+                           accumulation_steps=args.accumulation)
     x_np, y_np = synthetic_batch(model, model.batch, seed=ad.worker_index)
     with tf.Graph().as_default(), ad.scope():
         tf.compat.v1.set_random_seed(0)   # the same initial values in every configuration: losses compare
@@ -268,6 +269,8 @@ def _parser():
     parser.add_argument("--spec", help="autodist: the resource spec file")
     parser.add_argument("--optimizer", choices=("sgd", "keras_adam"), default="sgd",
                         help="autodist: plain SGD (tf1, as the baselines), or Keras 3 Adam")
+    parser.add_argument("--accumulation", type=int, default=None,
+                        help="autodist: accumulate gradients over this many calls (AutoDist(accumulation_steps=))")
     parser.add_argument("--cluster", help="hand_ps, mwms: the cluster spec as JSON")
     parser.add_argument("--task", help="hand_ps: 'ps' or a worker index; mwms: the worker index")
     parser.add_argument("--pack", type=int, default=0, help="mwms: bytes per pack (0: one pack)")

@@ -50,7 +50,9 @@ VARIANTS = dict(COMPRESSED, PS_proxy=("PS", {"local_proxy_variable": True}),
 #: Builders trained with Keras 3 Adam instead of plain SGD (an optimizer whose update is many ops, as
 #: users' are): config -> builder.
 KERAS_ADAM = {"PS_adam": "PS", "PSLoadBalancing_adam": "PSLoadBalancing", "AllReduce_adam": "AllReduce"}
-CONFIGS = BASELINES + ("single",) + BUILDERS + tuple(VARIANTS) + tuple(KERAS_ADAM)
+#: Builders accumulating gradients over k calls (``AutoDist(accumulation_steps=k)``): config -> (builder, k).
+ACCUMULATED = {"{}_k{}".format(b, k): (b, k) for b in ("AllReduce", "PSLoadBalancing") for k in (4, 16)}
+CONFIGS = BASELINES + ("single",) + BUILDERS + tuple(VARIANTS) + tuple(KERAS_ADAM) + tuple(ACCUMULATED)
 SPEC = os.path.join(REPO, "resource_specs", "loopback_two_nodes.yml")
 NODES = ("127.0.0.1", "127.0.0.2")
 WORKERS = len(NODES)
@@ -75,11 +77,14 @@ class Launch:
 
 def launches(config):
     """The processes the harness starts for ``config``, in start order (worker 0 last)."""
-    if config in BUILDERS or config in VARIANTS or config in KERAS_ADAM:
-        builder, arguments = VARIANTS.get(config, (KERAS_ADAM.get(config, config), {}))
+    if config in BUILDERS or config in VARIANTS or config in KERAS_ADAM or config in ACCUMULATED:
+        builder, arguments = VARIANTS.get(config, (KERAS_ADAM.get(config, ACCUMULATED.get(config, (config,))[0]),
+                                                   {}))
         role = ["autodist", "--builder", builder, "--builder-args", json.dumps(arguments), "--spec", SPEC]
         if config in KERAS_ADAM:
             role += ["--optimizer", "keras_adam"]
+        if config in ACCUMULATED:
+            role += ["--accumulation", str(ACCUMULATED[config][1])]
         return [Launch("chief", role, 0, 1, reporter=True)]
     if config == "single":
         return [Launch("single", ["single", "--workers", str(WORKERS)], None, None, reporter=True)]
