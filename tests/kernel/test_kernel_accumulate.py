@@ -34,7 +34,9 @@ def _model():
 
 
 def _strategy(kind, steps):
-    ps = {"w": dict(device=T0), "emb": dict(device=T1)} if kind == "ps" else None
+    staleness = {"ps": 0, "stale": 2}.get(kind)
+    ps = {"w": dict(device=T0, staleness=staleness), "emb": dict(device=T1, staleness=staleness)} \
+        if staleness is not None else None
     ar = {"w": {}, "emb": {}} if kind == "ar" else None
     strategy = make_strategy([T0, T1], ps=ps, ar=ar)
     write_accumulation_steps(strategy, steps)
@@ -46,8 +48,9 @@ def _cross_ops(graph, roots):
                   if any(mark in op.type for mark in CROSS))
 
 
-@pytest.mark.parametrize("kind", ["ps", "ar"])
+@pytest.mark.parametrize("kind", ["ps", "stale", "ar"])
 def test_a_micro_step_crosses_no_node_and_an_update_moves_what_a_step_moves(kind):
+    """Also with bounded staleness: its barrier counts applied updates, not micro-steps."""
     plain = transform_job(_model, _strategy(kind, 1), 2)
     accumulated = transform_job(_model, _strategy(kind, K), 2)
     for before, after in zip(plain, accumulated):
