@@ -54,17 +54,18 @@ class Accumulate:
         twins, records = {}, {}
         with graph.as_default():
             for train_op, var_ops in groups.items():
-                adds = []
+                adds, accumulators = [], []
                 for var_op in var_ops:
-                    grad, add = self._accumulate(graph, analysis, var_op)
+                    grad, add, kept = self._accumulate(graph, analysis, var_op)
                     records[var_op] = grad
                     adds.append(add)
+                    accumulators.extend(kept)
                 twins[train_op] = self._twin(graph, work, train_op, adds)
-                self._reset_after(graph, train_op, var_ops)
+                self._reset_after(graph, train_op, accumulators)
         return PassResult(_result(item, work, records, analysis), twins)
 
     def _accumulate(self, graph, analysis, var_op):
-        """``(g', micro-step op)`` for one variable; its apply ops now read g'."""
+        """``(g', micro-step op, accumulators)`` for one variable; its apply ops now read g'."""
         facts = analysis.variables[var_op]
         parts = {c: graph.get_tensor_by_name(t) for c, t in analysis.grad_tensors[var_op].items()}
         with tf.name_scope(accumulator_scope(var_op)), graph.control_dependencies(None):
@@ -73,6 +74,7 @@ class Accumulate:
                 acc = _local_variable(tf.zeros(facts.shape, grad.dtype), "sum", facts.shape)
                 add = acc.assign_add(grad, read_value=False)
                 mean = {"dense": (acc.read_value() + grad) / tf.cast(self.steps, grad.dtype)}
+                kept = [acc]
             else:
                 values, indices = parts["values"], tf.cast(parts["indices"], tf.int64)
                 row = facts.shape.as_list()[1:]
@@ -85,12 +87,13 @@ class Accumulate:
                         "indices": tf.cast(tf.concat([kept_indices.read_value(), indices], 0), parts["indices"].dtype)}
                 if "dense_shape" in parts:
                     mean["dense_shape"] = parts["dense_shape"]
+                kept = [kept_values, kept_indices]
         for entry in analysis.grad_inputs[var_op]:
             if entry.component in mean:
                 graph.get_operation_by_name(entry.consumer)._update_input(entry.index, mean[entry.component])
         if "dense" in mean:
-            return mean["dense"], add
-        return tf.IndexedSlices(mean["values"], mean["indices"], mean.get("dense_shape")), add
+            return mean["dense"], add, kept
+        return tf.IndexedSlices(mean["values"], mean["indices"], mean.get("dense_shape")), add, kept
 
     @staticmethod
     def _twin(graph, item, train_op, adds):
@@ -99,19 +102,16 @@ class Accumulate:
             return tf.group(*(adds + extras), name=micro_step_name(train_op)).name
 
     @staticmethod
-    def _reset_after(graph, train_op, var_ops):
-        """Zero the accumulators after everything ``train_op`` waits for, before it is done."""
+    def _reset_after(graph, train_op, accumulators):
+        """Zero (or empty) ``accumulators`` after everything ``train_op`` waits for, before it is done."""
         op = graph.get_operation_by_name(train_op)
         before = list(op.control_inputs) + [t.op for t in op.inputs]
         resets = []
         with graph.control_dependencies(before):
-            for var_op in var_ops:
-                for variable in graph.get_collection(tf.compat.v1.GraphKeys.LOCAL_VARIABLES,
-                                                     scope=accumulator_scope(var_op)):
-                    empty = tf.zeros([0] + variable.shape.as_list()[1:], variable.dtype) \
-                        if variable.shape.rank and variable.shape.as_list()[0] is None \
-                        else tf.zeros(variable.shape, variable.dtype)
-                    resets.append(variable.assign(empty, read_value=False))
+            for variable in accumulators:
+                rows = variable.shape.as_list()
+                empty = tf.zeros([0] + rows[1:] if rows and rows[0] is None else rows, variable.dtype)
+                resets.append(variable.assign(empty, read_value=False))
         op._add_control_inputs(resets)
 
 
