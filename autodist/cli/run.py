@@ -70,6 +70,9 @@ def register(subparsers):
                         help="strategy builder (default: PSLoadBalancing); see `autodist plan --help`")
     parser.add_argument("--arg", dest="builder_args", action="append", default=[], metavar="KEY=VALUE",
                         help="builder constructor argument (repeatable)")
+    parser.add_argument("--accumulation-steps", type=checked(whole, int), metavar="K",
+                        help="accumulate gradients over K calls of a train op, synchronize and apply once "
+                             "(docs/large_batches.md)")
     parser.add_argument("--trace-dir", metavar="DIR", help="trace a few steps on every node into DIR/timeline.json")
     parser.add_argument("--logdir", metavar="DIR", help="write TensorBoard scalars per node into DIR")
     parser.add_argument("-v", "--verbose", action="store_true",
@@ -100,7 +103,8 @@ def register(subparsers):
     parser.set_defaults(handler=_run)
 
 
-def worker_argv(spec, strategy, builder_args, script, script_args, trace_dir=None, logdir=None, verbose=False):
+def worker_argv(spec, strategy, builder_args, script, script_args, trace_dir=None, logdir=None, verbose=False,
+                accumulation_steps=None):
     """What the other nodes run after ``python``: this command, with absolute paths.
 
     ``spec``: the spec file's path, or the spec's data (derived from a Slurm allocation), sent as JSON.
@@ -111,7 +115,8 @@ def worker_argv(spec, strategy, builder_args, script, script_args, trace_dir=Non
         argv += ["-s", strategy]
     for item in builder_args:
         argv += ["--arg", item]
-    for flag, value in (("--trace-dir", trace_dir), ("--logdir", logdir)):
+    for flag, value in (("--trace-dir", trace_dir), ("--logdir", logdir),
+                        ("--accumulation-steps", accumulation_steps and str(accumulation_steps))):
         if value:
             argv += [flag, value]
     return argv + [script] + list(script_args)
@@ -120,7 +125,7 @@ def worker_argv(spec, strategy, builder_args, script, script_args, trace_dir=Non
 def _attempt_argv(args, spec, script, trace_dir, logdir):
     """The command of one supervised attempt: this one without restarts, a node failure exiting NODE_FAILED."""
     argv = worker_argv(spec, args.strategy, args.builder_args, script, args.script_args, trace_dir, logdir,
-                       args.verbose)
+                       args.verbose, args.accumulation_steps)
     at = argv.index(script)
     console = (["--steps", str(args.steps)] if args.steps else []) + ([] if args.progress else ["--no-progress"])
     console += ["--min-nodes", str(args.min_nodes)] if args.min_nodes else []
@@ -174,10 +179,11 @@ def _run(args):
     from autodist.runtime.autorun import run_script
     from autodist.runtime.member_server import note_exit
     ad = AutoDist(spec, builder, launch_argv=worker_argv(worker_spec, args.strategy, args.builder_args, script,
-                                                         args.script_args, trace_dir, logdir, args.verbose),
+                                                         args.script_args, trace_dir, logdir, args.verbose,
+                                                         args.accumulation_steps),
                   trace_dir=trace_dir, logdir=logdir, verbose=args.verbose, progress=args.progress,
                   total_steps=args.steps, stall_timeout=args.stall_timeout, min_nodes=args.min_nodes,
-                  launcher=args.launcher)
+                  launcher=args.launcher, accumulation_steps=args.accumulation_steps)
     try:
         try:
             status = run_script(ad, script, args.script_args)

@@ -14,3 +14,10 @@ def test_the_other_nodes_get_the_same_views():
     assert worker_argv("/s.yml", "PS", [], "/t.py", ["--x"], trace_dir="/tr", logdir="/lg") == [
         "-m", "autodist", "run", "-r", "/s.yml", "-s", "PS", "--trace-dir", "/tr", "--logdir", "/lg", "/t.py", "--x"]
     assert worker_argv("/s.yml", None, [], "/t.py", []) == ["-m", "autodist", "run", "-r", "/s.yml", "/t.py"]
+
+
+def test_accumulation_steps_are_parsed_and_passed_on():
+    args = build_parser().parse_args(["run", "-r", "s.yml", "--accumulation-steps", "4", "train.py"])
+    assert args.accumulation_steps == 4
+    assert worker_argv("/s.yml", None, [], "/t.py", [], accumulation_steps=4) == [
+        "-m", "autodist", "run", "-r", "/s.yml", "--accumulation-steps", "4", "/t.py"]
