@@ -18,7 +18,7 @@ from tensorflow.python.client import session as tf_session
 from autodist.checkpoint.graph_ops import build_reads, build_restore
 from autodist.checkpoint.layout import layout
 from autodist.errors import CheckpointError
-from autodist.kernel.names import host_cpu
+from autodist.plan.names import host_cpu
 
 __all__ = ["is_distributed", "raw_run", "run_restore", "RawSession", "host_device", "session_cache", "read_state",
            "load_state", "TRANSFER_SLOT"]

@@ -29,7 +29,7 @@ import tensorflow as tf
 from autodist.errors import TransformError
 from autodist.kernel.analysis import analyze, ancestors
 from autodist.kernel.base import PassResult
-from autodist.kernel.names import accumulator_scope, micro_step_name
+from autodist.plan.names import accumulator_scope, micro_step_name
 
 __all__ = ["Accumulate"]
 

@@ -20,9 +20,9 @@ import functools
 from typing import Dict, FrozenSet, List, Union
 
 from autodist.errors import TransformError
-from autodist.kernel import names
+from autodist.plan import names
 from autodist.kernel.analysis import ancestors
-from autodist.kernel.contract import AllReduceEntry, PSEntry
+from autodist.plan.contract import AllReduceEntry, PSEntry
 
 __all__ = ["NodeContext", "Replica", "VariableAssignment", "Assignment", "assign", "STEP_NAME"]
 

@@ -13,7 +13,7 @@ from tensorflow.core.framework import variable_pb2
 
 from autodist.capture.graph_item import GraphItem
 from autodist.kernel.graph_def_edit import GraphDefEditor
-from autodist.kernel.names import single_device_name
+from autodist.plan.names import single_device_name
 
 __all__ = ["PassResult", "signature_resolver", "editor_for", "hand_over", "register_variable"]
 

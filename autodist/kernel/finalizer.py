@@ -10,7 +10,7 @@
 """
 from autodist.kernel.base import PassResult, editor_for, hand_over
 from autodist.kernel.initialization import build_init_ops
-from autodist.kernel.names import job_container
+from autodist.plan.names import job_container
 
 __all__ = ["Finalizer"]
 

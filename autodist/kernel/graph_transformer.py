@@ -19,7 +19,7 @@ from autodist.errors import AutoDistError, TransformError
 from autodist.kernel.analysis import analyze
 from autodist.kernel.assignment import STEP_NAME, Assignment, NodeContext, assign
 from autodist.kernel.base import PassResult
-from autodist.kernel.contract import read_entries
+from autodist.plan.contract import read_entries
 from autodist.kernel.accumulate import Accumulate
 from autodist.kernel.finalizer import Finalizer
 from autodist.kernel.half_gradients import HalfGradients, half_gradient_dtypes

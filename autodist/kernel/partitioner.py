@@ -30,7 +30,7 @@ from autodist.kernel import partition_ops as pops
 from autodist.kernel import shard_apply
 from autodist.kernel.analysis import analyze, apply_subgraph
 from autodist.kernel.base import PassResult
-from autodist.kernel.names import shard_name
+from autodist.plan.names import shard_name
 
 __all__ = ["Partitioner", "PartitionInfo"]
 

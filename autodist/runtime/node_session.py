@@ -26,7 +26,7 @@ from autodist.spec.cluster import cpu_count_of, node_config
 from autodist.errors import SessionError
 from autodist.kernel.graph_transformer import GraphTransformer
 from autodist.kernel.assignment import NodeContext
-from autodist.kernel.names import INIT_OPS
+from autodist.plan.names import INIT_OPS
 from autodist.runtime.fetch_mapping import FetchMapper
 from autodist.runtime.micro_steps import MicroSteps
 from autodist.runtime.session import DistributedSession, WatchedCaller, await_failure, close_bounded

@@ -13,7 +13,7 @@ import os
 import sys
 
 from autodist.errors import LaunchError, StrategyError
-from autodist.kernel.contract import write_accumulation_steps
+from autodist.plan.strategy import Strategy, assemble
 from autodist.runner.base import wait_until
 
 __all__ = ["build_strategy", "with_accumulation", "accumulation_of", "load_strategy", "keep_calibration", "write_calibration", "shipped_calibration",
@@ -34,12 +34,7 @@ def with_accumulation(strategy, graph_item, requested):
     steps = accumulation_of(requested, graph_item)
     if steps <= 1:   # builders plan every call
         return strategy
-    from autodist.proto import strategy_pb2
-    from autodist.strategies.base import Strategy
-    proto = strategy_pb2.Strategy()
-    proto.CopyFrom(strategy.proto)
-    write_accumulation_steps(proto, steps)
-    return Strategy.with_content_id(proto)
+    return assemble(strategy.node_config, strategy.graph_config.replicas, steps)
 
 
 def accumulation_of(requested, graph_item):
@@ -53,7 +48,6 @@ def accumulation_of(requested, graph_item):
 
 def load_strategy(context):
     """A member's strategy: the file the chief wrote (waits for it, bounded)."""
-    from autodist.strategies.base import Strategy
     path = os.path.expanduser(context.strategy_path)  # a path on this node, maybe "~/..."
     if not wait_until(lambda: os.path.exists(path), context.strategy_wait, 0.2):
         raise LaunchError("node {}: the chief's strategy did not appear at {} within {:.0f} s".format(

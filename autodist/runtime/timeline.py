@@ -38,7 +38,7 @@ import time
 
 from autodist.errors import SessionError
 from autodist.fileio import atomic_write_bytes
-from autodist.kernel.names import INIT_OPS, host_cpu
+from autodist.plan.names import INIT_OPS, host_cpu
 
 __all__ = ["TRACE_STEPS", "TRACE_WAIT", "StepTracer", "read_node_file", "writable_directory", "classify", "node_trace", "merge_traces",
            "step_summaries", "format_summary", "clock_offsets", "TIMELINE_FILE", "SUMMARY_FILE"]

@@ -50,11 +50,11 @@ import dataclasses
 import math
 from typing import Tuple
 
-from autodist.kernel.contract import AllReduceEntry, Partition, PSEntry, read_entries, variable_entry, write_entry
-from autodist.proto import strategy_pb2
+from autodist.plan.contract import AllReduceEntry, Partition, PSEntry, read_entries, variable_entry
+from autodist.plan.strategy import Strategy, assemble
 from autodist.strategies._arguments import check_bool
 from autodist.strategies.all_reduce import AllReduce
-from autodist.strategies.base import Strategy, StrategyBuilder
+from autodist.strategies.base import StrategyBuilder
 from autodist.strategies.cost import Compute, predict
 from autodist.strategies.cost.calibration import spec_key
 from autodist.strategies.cost.first_probe import calibration_for_planning
@@ -275,8 +275,4 @@ class _Search:
 
     def strategy(self):
         """The current entries as a Strategy."""
-        proto = strategy_pb2.Strategy()
-        for entry in self.entries:
-            write_entry(proto.node_config.add(), entry)
-        proto.graph_config.replicas.extend(self.replicas)
-        return Strategy.with_content_id(proto)
+        return assemble(self.entries, self.replicas)

@@ -21,13 +21,13 @@ mean of the bytes held by the candidate servers (every CPU device, and any
 other device a PS node names); 1.0 when no variable uses a parameter server,
 as all replicas then hold the same bytes.
 
-The strategy is read through ``autodist.kernel.contract`` (the kernel reads
+The strategy is read through ``autodist.plan.contract`` (the kernel reads
 the same entries), so the report shows what the kernel will do.
 """
 import dataclasses
 from typing import Optional, Tuple
 
-from autodist.kernel.contract import read_entries
+from autodist.plan.contract import read_entries
 from autodist.strategies.inputs import keeps_proxy, node_of
 
 __all__ = ["ShardRow", "VariableRow", "DeviceRow", "PlanReport", "plan_report", "format_table",

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from autodist.kernel import contract
-from autodist.kernel.names import INIT_KEY_OFFSET
+from autodist.plan import contract
+from autodist.plan.names import INIT_KEY_OFFSET
 from kernel_harness import capture, device, make_strategy, nodes_by_name, parallel, tf1, transform, transform_job
 
 T0C0, T0C1, T1C0 = device(0, 0), device(0, 1), device(1, 0)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from autodist.kernel.contract import Compressor
+from autodist.plan.contract import Compressor
 from autodist.kernel.synchronization import compressor as comp
 from kernel_harness import AR, capture, device, make_strategy, nodes_by_name, tf1, transform
 

@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 from autodist.errors import TransformError
-from autodist.kernel.names import INIT_LOCAL
+from autodist.plan.names import INIT_LOCAL
 from autodist.kernel.synchronization import staleness
 from kernel_harness import (AR, capture, device, make_strategy, nodes_by_name, parallel, reference_run, tf1,
                             transform, transform_job)

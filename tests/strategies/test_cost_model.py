@@ -6,7 +6,7 @@ import stat
 
 import pytest
 
-from autodist.kernel.contract import (AllReduceEntry, Compressor, Partition, PSEntry, read_entries, variable_entry,
+from autodist.plan.contract import (AllReduceEntry, Compressor, Partition, PSEntry, read_entries, variable_entry,
                                      write_entry)
 from autodist.proto import strategy_pb2
 from autodist.strategies import PS

@@ -7,7 +7,7 @@
     prediction.step_s, prediction.comm_share
 
 Modules: ``traffic`` (bytes and messages per link, read from the plan through
-``autodist.kernel.contract``), ``model`` (step time from traffic, compute and
+``autodist.plan.contract``), ``model`` (step time from traffic, compute and
 calibration), ``calibration`` (the constants, their cache and the spec's
 prior), ``probe`` (measures them over TensorFlow's transport), ``first_probe``
 (AutoStrategy's probe of a cluster it plans for the first time, in a child

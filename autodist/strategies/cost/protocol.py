@@ -123,7 +123,7 @@ def protocol_graph(tf, devices, name="protocol"):
 def _protocol_ops(tf, devices, name):
     from tensorflow.python.ops import collective_ops
 
-    from autodist.kernel.contract import gathers
+    from autodist.plan.contract import gathers
     from autodist.kernel.synchronization.compressor import gathered_mean
     steps, variables = {}, []
     one = [_ps_variable(tf, devices, "one0", 1, name + "/one")]
@@ -179,7 +179,7 @@ def _sparse_all_reduce(tf, devices, name):
 
 def task_devices(context):
     """The probe's device order, the same in every process of its job: the chief's CPU, then the others'."""
-    from autodist.kernel.names import host_cpu
+    from autodist.plan.names import host_cpu
     order = [context.chief_task] + [t for t in range(context.num_tasks) if t != context.chief_task]
     return [host_cpu(t) for t in order], order.index(context.task_index)
 

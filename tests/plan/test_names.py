@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from autodist.kernel import names
+from autodist.plan import names
 
 
 def test_replica_shard_and_proxy_names():
@@ -41,5 +41,5 @@ def test_collective_keys_of_a_job():
 
 
 def test_names_and_contract_do_not_import_tensorflow():
-    code = "import sys, autodist.kernel.names, autodist.kernel.contract; sys.exit('tensorflow' in sys.modules)"
+    code = "import sys, autodist.plan.names, autodist.plan.contract; sys.exit('tensorflow' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], timeout=120).returncode == 0

@@ -2,10 +2,10 @@
 import pytest
 
 from autodist.errors import StrategyError
-from autodist.kernel.contract import (AllReduceEntry, CollectiveSpec, Compressor, Partition, PSEntry, even_sizes,
+from autodist.plan.contract import (AllReduceEntry, CollectiveSpec, Compressor, Partition, PSEntry, even_sizes,
                                       map_destinations, parse_partitioner, read_entries, variable_entry, write_entry)
 from autodist.proto import strategy_pb2
-from kernel_harness import AR, capture, device, make_strategy, tf1, transform
+from hand_plans import AR, device, make_strategy
 
 T0C0, T1C0 = device(0, 0), device(1, 0)
 
@@ -130,14 +130,3 @@ def test_an_unknown_compressor_number_is_refused():
     strategy = make_strategy([T0C0], ar={"b": dict(compressor=9)})
     with pytest.raises(StrategyError, match="variable 'b': AllReduceSynchronizer"):
         read_entries(strategy)
-
-
-def test_the_transformer_reads_the_strategy_first():
-    def build():
-        w = tf1.get_variable("W", initializer=tf1.ones([4, 2]))
-        return tf1.train.GradientDescentOptimizer(0.1).minimize(tf1.reduce_sum(w))
-    item, _ = capture(build)
-    strategy = make_strategy([T0C0], ps={"W": dict(device=T0C0)}, partitions={"W": ("2,2", [])})
-    with pytest.raises(StrategyError, match="variable 'W': partitioner '2,2' must split exactly one axis"):
-        transform(item, strategy)
-

@@ -36,12 +36,12 @@ import functools
 from typing import Dict, Optional, Tuple, Union
 
 from autodist.errors import StrategyError
-from autodist.kernel.names import shard_name
+from autodist.plan.names import shard_name
 
 __all__ = [
     "Compressor", "CollectiveSpec", "DEFAULT_POWERSGD_RANK", "PSEntry", "AllReduceEntry", "Partition",
     "VariableEntry", "StrategyEntries", "read_entries", "parse_partitioner", "even_sizes", "variable_entry",
-    "write_entry", "write_accumulation_steps", "op_name", "map_destinations", "GATHER_BYTES", "gathers",
+    "write_entry", "op_name", "map_destinations", "with_destinations", "GATHER_BYTES", "gathers",
 ]
 
 
@@ -217,11 +217,6 @@ def read_entries(strategy):
                            accumulation_steps=max(1, steps))
 
 
-def write_accumulation_steps(strategy, steps):
-    """Record in the Strategy (the wrapper or the message) that gradients accumulate over ``steps`` calls."""
-    strategy.graph_config.accumulation_steps = steps if steps and steps > 1 else 0
-
-
 def op_name(var_name):
     """``op_name("emb:0") == "emb"``: a node's variable op, from its ``var_name`` (a tensor name)."""
     return var_name.split(":")[0]
@@ -325,3 +320,11 @@ def map_destinations(node, resolve):
         node.PSSynchronizer.reduction_destination = resolve(node.PSSynchronizer.reduction_destination, node.var_name)
     for part in node.part_config:
         map_destinations(part, resolve)
+
+
+def with_destinations(node, resolve):
+    """A copy of ``node`` whose parameter-server destinations are mapped as :func:`map_destinations` maps them."""
+    copy = type(node)()
+    copy.CopyFrom(node)
+    map_destinations(copy, resolve)
+    return copy
