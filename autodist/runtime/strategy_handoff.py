@@ -15,6 +15,7 @@ import sys
 from autodist.errors import LaunchError, StrategyError
 from autodist.plan.strategy import Strategy, assemble
 from autodist.runner.base import wait_until
+from autodist.runtime.calibrate.first_probe import calibration_for_planning
 
 __all__ = ["build_strategy", "with_accumulation", "accumulation_of", "load_strategy", "keep_calibration", "write_calibration", "shipped_calibration",
            "script_argv"]
@@ -58,8 +59,10 @@ def load_strategy(context):
 def keep_calibration(builder, resource_spec, may_probe=False):
     """``(builder, calibration)``: the chief's calibration for ``builder`` (None: it plans without one) and
     the builder fixed on it for the job; every node gets the same calibration with the strategy.
-    ``may_probe``: the chief launches the job now, and may measure a cluster it has no figures of."""
-    calibration = builder.job_calibration(resource_spec, may_probe=may_probe)
+    ``may_probe``: the chief launches the job now, and may measure a cluster it has no figures of
+    (``calibrate.first_probe.calibration_for_planning``, which the builder calls if it wants figures)."""
+    measure = calibration_for_planning if may_probe else None
+    calibration = builder.job_calibration(resource_spec, measure=measure)
     if calibration is not None:
         builder = builder.with_calibration(calibration)
     return builder, calibration

@@ -30,11 +30,12 @@ class StrategyBuilder(abc.ABC):
     def build(self, graph_item, resource_spec):
         """Return a :class:`Strategy` for ``graph_item`` on ``resource_spec``."""
 
-    def job_calibration(self, resource_spec, may_probe=False):
+    def job_calibration(self, resource_spec, measure=None):
         """The cluster measurements (a ``cost.Calibration``) this builder plans with on ``resource_spec``,
         which a job ships from its chief to every node; None for a builder that plans from the graph and
-        the spec alone (every preset). ``may_probe``: the caller is a chief about to launch a job on
-        ``resource_spec``, which may measure a cluster it has no figures of."""
+        the spec alone (every preset). ``measure(resource_spec) -> Calibration``: given by a chief about to
+        launch a job on ``resource_spec`` (``autodist.runtime.calibrate``), which measures a cluster that
+        has no figures yet; a builder never starts a process itself."""
         return None
 
     def with_calibration(self, calibration):

@@ -9,10 +9,11 @@ import pytest
 
 from autodist.spec.resource_spec import ResourceSpec
 from autodist.strategies import AutoStrategy
-from autodist.strategies.cost import first_probe, load_calibration, prior_calibration, save_calibration
+from autodist.runtime.calibrate import first_probe
+from autodist.strategies.cost import load_calibration, prior_calibration, save_calibration
 from autodist.strategies.cost.calibration import PROBE_VERSION
 
-TWO_NODES = str(pathlib.Path(__file__).resolve().parents[2] / "resource_specs" / "loopback_two_nodes.yml")
+TWO_NODES = str(pathlib.Path(__file__).resolve().parents[3] / "resource_specs" / "loopback_two_nodes.yml")
 
 
 @pytest.fixture
@@ -55,7 +56,8 @@ def test_without_a_cache_the_cluster_is_probed_once_and_says_so(spec, probes):
 
 def test_probe_false_plans_with_the_prior(spec, probes):
     assert first_probe.calibration_for_planning(spec, probe=False) == prior_calibration(spec) and probes == []
-    assert AutoStrategy(probe=False).job_calibration(spec, may_probe=True) == prior_calibration(spec)
+    measure = first_probe.calibration_for_planning
+    assert AutoStrategy(probe=False).job_calibration(spec, measure=measure) == prior_calibration(spec)
     assert probes == []
 
 
@@ -63,7 +65,7 @@ def test_only_a_chief_about_to_launch_probes(spec, probes):
     builder = AutoStrategy()
     assert builder.job_calibration(spec) == prior_calibration(spec) and probes == []   # autodist plan, members
     assert builder.calibration(spec) == prior_calibration(spec).rounded() and probes == []
-    found = builder.job_calibration(spec, may_probe=True)                              # the chief, launching
+    found = builder.job_calibration(spec, measure=first_probe.calibration_for_planning)   # the chief, launching
     assert probes == [spec.path] and found.source == "probe"
 
 
@@ -79,15 +81,16 @@ def test_a_failed_probe_falls_back_to_the_prior_and_says_how_to_measure(spec, mo
     assert first_probe.calibration_for_planning(spec, say=said.append) == prior_calibration(spec)
     assert "no route to 127.0.0.2" in said[-1] and "autodist calibrate -r " + TWO_NODES in said[-1]
     builder = AutoStrategy()
-    assert builder.job_calibration(spec, may_probe=True) == builder.job_calibration(spec, may_probe=True)
+    measure = first_probe.calibration_for_planning
+    assert builder.job_calibration(spec, measure=measure) == builder.job_calibration(spec, measure=measure)
     assert len(failures) == 2   # the builder does not try again at every build
 
 
 def test_auto_strategy_probes_once_per_cluster(spec, probes, tmp_path):
     builder = AutoStrategy()
-    first = builder.job_calibration(spec, may_probe=True)
+    first = builder.job_calibration(spec, measure=first_probe.calibration_for_planning)
     os.remove(str(next((tmp_path / ".autodist" / "calibration").iterdir())))   # even without the cache
-    assert builder.job_calibration(spec, may_probe=True) == first and len(probes) == 1
+    assert builder.job_calibration(spec, measure=first_probe.calibration_for_planning) == first and len(probes) == 1
     assert builder.calibration(spec) == first.rounded()
 
 
@@ -142,7 +145,7 @@ def test_a_spec_without_a_file_is_probed_from_a_copy(spec, tmp_path):
 
 _ARMED_CHILD = """
 import os, sys, time
-from autodist.strategies.cost.first_probe import stop_with_parent
+from autodist.runtime.calibrate.first_probe import stop_with_parent
 print("armed" if stop_with_parent(int(sys.argv[1])) else "parent gone", flush=True)
 time.sleep(60)
 """
@@ -158,7 +161,7 @@ time.sleep(120)
 _PROBING_PARENT = """
 import os, sys
 from autodist.spec.resource_spec import ResourceSpec
-from autodist.strategies.cost.first_probe import probe_in_child
+from autodist.runtime.calibrate.first_probe import probe_in_child
 probe_in_child(ResourceSpec(sys.argv[1]))
 """
 
@@ -195,11 +198,11 @@ def test_a_chief_killed_mid_probe_leaves_no_probe_process(tmp_path):
         # the probe's other node runs the protocol script: the probe is under way once it exists
         deadline = time.monotonic() + 120
         probe = []
-        while time.monotonic() < deadline and not any("autodist.strategies.cost.protocol" in _cmdline(p)
+        while time.monotonic() < deadline and not any("autodist.runtime.calibrate.protocol" in _cmdline(p)
                                                        for p in probe):
             probe = _descendants(parent.pid)
             time.sleep(0.1)
-        assert any("autodist.strategies.cost.protocol" in _cmdline(p) for p in probe), "the probe never started"
+        assert any("autodist.runtime.calibrate.protocol" in _cmdline(p) for p in probe), "the probe never started"
         os.kill(parent.pid, signal.SIGKILL)
         parent.wait(timeout=30)
         # stopped, not run to its end (about 15 s more here): SIGTERM to every process and their exits

@@ -3,7 +3,7 @@
     calibration = probe(spec)        # starts a TensorFlow server per node, measures, stops them
 
 A multi-node spec gets a short job of its own (``runtime.coordinator``: on
-every other node the job's script is ``python -m autodist.strategies.cost.protocol``,
+every other node the job's script is ``python -m autodist.runtime.calibrate.protocol``,
 that node's client of the protocol steps, whose process hosts the node's
 server as a training script's does), and this process drives every other measurement from the
 chief's in-process server; a one-node spec is measured in a local session.
@@ -50,7 +50,7 @@ import tempfile
 import time
 
 from autodist.strategies.cost.calibration import PROBE_VERSION, Calibration
-from autodist.strategies.cost.protocol import (COLLECTIVE_BYTES, MEASUREMENTS, MEMBER_TIMEOUT, PS_VARIABLES,
+from autodist.runtime.calibrate.protocol import (COLLECTIVE_BYTES, MEASUREMENTS, MEMBER_TIMEOUT, PS_VARIABLES,
                                                SPARSE_ROWS, SPARSE_WIDTH, TABLE_ROWS, protocol_graph, sparse_rows,
                                                task_devices, time_protocol)
 
@@ -214,7 +214,7 @@ def _probe_job(spec, repeats, sink, tf, np, node_config, chief_cpus):
         open(empty, "wb").close()   # the job ships no strategy: the coordinator copies an empty file
         # every other node's client hosts its node's server, as a job's script does (one process per node)
         nodes = json.dumps({n.address: [cpu_count_of(n), n.threads or 0, list(n.cores)] for n in spec.node_specs})
-        context = coordinator.launch(empty, ["-m", "autodist.strategies.cost.protocol", "--repeats", str(repeats),
+        context = coordinator.launch(empty, ["-m", "autodist.runtime.calibrate.protocol", "--repeats", str(repeats),
                                              "--nodes", nodes], os.getcwd(), serve_chief=True, scripts_serve=True)
     try:
         config = node_config(chief_cpus, context.chief_task)

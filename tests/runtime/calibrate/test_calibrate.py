@@ -9,9 +9,9 @@ import sys
 import pytest
 
 from autodist import cli
-from autodist.strategies.cost.probe import _duplex
+from autodist.runtime.calibrate.probe import _duplex
 
-TWO_NODES = str(pathlib.Path(__file__).resolve().parents[2] / "resource_specs" / "loopback_two_nodes.yml")
+TWO_NODES = str(pathlib.Path(__file__).resolve().parents[3] / "resource_specs" / "loopback_two_nodes.yml")
 
 
 def test_duplex_from_one_way_and_both_ways():
@@ -51,7 +51,7 @@ def test_probe_of_the_loopback_cluster_is_cached_privately(tmp_path):
 def test_the_protocol_steps_give_every_node_its_own_fetch_in_one_order():
     import tensorflow as tf
     from autodist.runtime.context import JobContext
-    from autodist.strategies.cost.protocol import MEASUREMENTS, protocol_graph, task_devices
+    from autodist.runtime.calibrate.protocol import MEASUREMENTS, protocol_graph, task_devices
     servers = {"10.0.0.1": "10.0.0.1:1", "10.0.0.2": "10.0.0.2:2", "10.0.0.3": "10.0.0.3:3"}
     member = JobContext(job_id="j", address="10.0.0.1", servers=servers, chief="10.0.0.2", strategy_path="")
     devices, index = task_devices(member)

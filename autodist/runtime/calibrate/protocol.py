@@ -11,7 +11,7 @@ This module builds those ops (the same TensorFlow kernels: ConditionalAccumulato
 SparseConditionalAccumulator, a token FIFOQueue on the chief) for variables of
 known sizes on the last node's server, and a one-float all-reduce. As in a job,
 every node runs its own client: the probe's job launches ``python -m
-autodist.strategies.cost.protocol`` on every other node (``member_main``),
+autodist.runtime.calibrate.protocol`` on every other node (``member_main``),
 which builds the same graph (the same shared resources, matched by name) and
 runs each measurement's steps in step with the chief, which times them. The
 probe (:mod:`.probe`) fits from them what a single session's fetches cannot show:
