@@ -6,7 +6,7 @@ its graph on the next run) and run on the TensorFlow session the
 user-facing ``run`` (speaking the single-device graph) cannot fetch.
 
 ``read_state`` and ``load_state`` move every variable's value, in the
-original layout, out of one session and into another (``autodist.runtime.function``
+original layout, out of one session and into another (``autodist.runtime.session.function``
 does so when it opens a session for a grown graph); ``Saver`` uses the same
 ops with a checkpoint file as the source.
 """

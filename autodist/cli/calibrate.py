@@ -72,7 +72,7 @@ def _calibrate(args):
     else:
         from autodist.runner.console import NodeConsole, quiet_tensorflow_start
         quiet_tensorflow_start()   # this process's TensorFlow chatter stays off the console too
-        from autodist.runtime.server import READY
+        from autodist.runtime.launch.server import READY
         from autodist.runtime.calibrate.probe import probe
         # the nodes' own lines, without TensorFlow's chatter, on stderr: stdout stays ours
         found = probe(spec, repeats=args.repeats, sink=NodeConsole(stream=sys.stderr, hidden=(READY,)))

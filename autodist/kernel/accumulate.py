@@ -11,7 +11,7 @@ Each replica keeps its own accumulators (ordinary mirrored variables): a
 micro-step runs nothing across nodes, and the passes after this one
 synchronize g' exactly as they would synchronize g (parameter-server pushes,
 all-reduce, compression, sparse all-gathers alike). The session runs the
-micro-step twin in place of T on k-1 of every k calls (``autodist.runtime.session``).
+micro-step twin in place of T on k-1 of every k calls (``autodist.runtime.session.distributed``).
 
 An IndexedSlices gradient accumulates as rows: its values and indices are
 appended to growing buffers and the update sees every micro-batch's rows,

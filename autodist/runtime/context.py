@@ -35,7 +35,7 @@ class JobContext:
     workdir: str = ""                  # the job's working directory on this node
     strategy_wait: float = 120.0       # seconds a non-chief waits for the strategy file
     collective_key_base: int = 0       # first collective key (0: derived from the job id)
-    serves: bool = False               # this process hosts its node's server (``runtime.member_server``)
+    serves: bool = False               # this process hosts its node's server (``runtime.launch.member_server``)
 
     @property
     def is_chief(self):

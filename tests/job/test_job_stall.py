@@ -57,7 +57,7 @@ def test_a_stopped_node_is_named_in_a_stall_report_and_the_job_ends(chiefs):
 
 def test_a_node_gives_up_on_a_stopped_chief_within_the_stall_timeout_and_its_grace(chiefs):
     """The chief (stopped) cannot report its own stall: the other node bounds its step itself."""
-    from autodist.runtime.stall import MEMBER_GRACE
+    from autodist.runtime.watch.stall import MEMBER_GRACE
     timeout = 4.0
     chief = chiefs([SCRIPT, LOOPBACK, "--strategy", "AllReduce", "--steps", "100000", "--sleep", "0.1",
                     "--stall-timeout", str(timeout)])

@@ -2,7 +2,7 @@
 
     calibration = probe(spec)        # starts a TensorFlow server per node, measures, stops them
 
-A multi-node spec gets a short job of its own (``runtime.coordinator``: on
+A multi-node spec gets a short job of its own (``runtime.launch.coordinator``: on
 every other node the job's script is ``python -m autodist.runtime.calibrate.protocol``,
 that node's client of the protocol steps, whose process hosts the node's
 server as a training script's does), and this process drives every other measurement from the
@@ -207,7 +207,7 @@ def probe(spec, repeats=7, sink=None):
 def _probe_job(spec, repeats, sink, tf, np, node_config, chief_cpus):
     from autodist.spec.cluster import cpu_count_of
     from autodist.runner import new_job_id
-    from autodist.runtime.coordinator import Coordinator
+    from autodist.runtime.launch.coordinator import Coordinator
     coordinator = Coordinator(spec, new_job_id(), sink=sink)
     with tempfile.TemporaryDirectory(prefix="autodist-probe-") as staging:
         empty = os.path.join(staging, "strategy.pb")

@@ -194,7 +194,7 @@ def _run(step, steps):
 def time_protocol(session, fetch, steps=STEPS, repeats=5):
     """The median of ``repeats`` runs of ``steps`` protocol steps, per step. Every node's process
     calls this with the same arguments at the same time (the protocol holds them in step). A step
-    is a callable, as a job's repeated training step is (``runtime.run_plans``)."""
+    is a callable, as a job's repeated training step is (``runtime.session.run_plans``)."""
     step = session.make_callable(fetch)
     _run(step, 2)
     return statistics.median(_run(step, steps) for _ in range(repeats))
@@ -218,8 +218,8 @@ def member_main(argv=None):
     import os
     import tensorflow as tf
     from autodist.runtime.context import JobContext
-    from autodist.runtime.member_server import serve
-    from autodist.runtime.step_report import StepMonitor
+    from autodist.runtime.launch.member_server import serve
+    from autodist.runtime.watch.step_report import StepMonitor
     from autodist.spec.cluster import node_config
     parser = argparse.ArgumentParser(description="the calibration probe's protocol steps on a node")
     parser.add_argument("--repeats", type=int, required=True)
