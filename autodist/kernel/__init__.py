@@ -2,6 +2,7 @@
 
     graph_transformer  GraphTransformer: entries -> passes -> TransformResult
     analysis           what a single-device training graph is made of
+    walks              ancestors, forward reach, resource handles: graph walks the runtime shares
     assignment         what one node makes of the strategy: replicas, variables, shared ops, keys
     partitioner        the partition pass (with partition_ops)
     replicator         the replicate pass (with device)

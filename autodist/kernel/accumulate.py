@@ -27,7 +27,8 @@ boundaries, when they are zero).
 import tensorflow as tf
 
 from autodist.errors import TransformError
-from autodist.kernel.analysis import analyze, ancestors
+from autodist.kernel.analysis import analyze
+from autodist.kernel.walks import ancestors
 from autodist.kernel.base import PassResult
 from autodist.plan.names import accumulator_scope, micro_step_name
 

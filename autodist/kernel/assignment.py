@@ -21,7 +21,7 @@ from typing import Dict, FrozenSet, List, Union
 
 from autodist.errors import TransformError
 from autodist.plan import names
-from autodist.kernel.analysis import ancestors
+from autodist.kernel.walks import ancestors
 from autodist.plan.contract import AllReduceEntry, PSEntry
 
 __all__ = ["NodeContext", "Replica", "VariableAssignment", "Assignment", "assign", "STEP_NAME"]

@@ -55,9 +55,8 @@ from autodist.runtime.watch.stall import DEFAULT_STALL_TIMEOUT, member_stall
 from autodist.runtime.watch.step_report import ReportWriter, StepMonitor
 from autodist.runtime.watch.views import JobViews
 from autodist.runtime.launch.node import runner_factory, single_node_job
-from autodist.runtime.strategy_handoff import (build_strategy, keep_calibration, load_strategy, script_argv,
-                                               with_accumulation,
-                                               shipped_calibration, write_calibration)
+from autodist.runtime.strategy_handoff import (adopt_calibration, build_strategy, keep_calibration, load_strategy,
+                                               script_argv, with_accumulation, write_calibration)
 from autodist.spec.cluster import cpu_count_of
 
 __all__ = ["Job", "build_strategy", "load_strategy", "script_argv", "EXIT_NODE_FAILED"]
@@ -216,12 +215,6 @@ class Job:
         self._builder, calibration = keep_calibration(self.strategy_builder, self._spec, may_probe)
         return calibration
 
-    def _adopt_calibration(self, strategy_path):
-        """A member plans as the chief does: with the calibration shipped next to the strategy, if any."""
-        calibration = shipped_calibration(strategy_path)
-        if calibration is not None:
-            self._builder = self.strategy_builder.with_calibration(calibration)
-
     def _launch(self, item, strategy, job_id, calibration):
         argv = self._launch_argv if self._launch_argv is not None else script_argv()
         staging = tempfile.mkdtemp(prefix="autodist-")
@@ -233,8 +226,7 @@ class Job:
                 worker_env=self.worker_env, before_term=self._before_term,
                 runner_factory=runner_factory(self._launcher))
             atexit.register(self._finish_at_exit)
-            context = coordinator.launch(path, argv, os.getcwd(), serve_chief=True, scripts_serve=True,
-                                         staged=staged)
+            context = coordinator.launch(path, argv, os.getcwd(), serve_chief=True, staged=staged)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         self._session_args = (context, coordinator.failure, coordinator.abort)
@@ -253,7 +245,7 @@ class Job:
             strategy.serialize(path)
         else:
             strategy = load_strategy(context)
-            self._adopt_calibration(path)
+            self._builder = adopt_calibration(self.strategy_builder, path)
         failure = self._chief_lost if self._launched_by_chief else None
         self._session_args = (context, failure, None)
         if self._launched_by_chief and self._reporter is None:

@@ -7,7 +7,7 @@ hand-off itself, through the job's directory on every node::
              keep_calibration(builder, spec)     -> <workdir>/<JOB_CALIBRATION_FILE> (AutoStrategy)
              script_argv()                       -> ["/abs/train.py", "--epochs", "3"]
     member   load_strategy(context)              <- strategy.pb (waits for it, bounded)
-             shipped_calibration(strategy_path)  <- the calibration next to it, or None
+             adopt_calibration(builder, path)    <- the calibration next to it: the chief's plan
 """
 import os
 import sys
@@ -17,8 +17,8 @@ from autodist.plan.strategy import Strategy, assemble
 from autodist.runner.base import wait_until
 from autodist.runtime.calibrate.first_probe import calibration_for_planning
 
-__all__ = ["build_strategy", "with_accumulation", "accumulation_of", "load_strategy", "keep_calibration", "write_calibration", "shipped_calibration",
-           "script_argv"]
+__all__ = ["build_strategy", "with_accumulation", "accumulation_of", "load_strategy", "keep_calibration",
+           "write_calibration", "adopt_calibration", "shipped_calibration", "script_argv"]
 
 
 def build_strategy(graph_item, resource_spec, builder):
@@ -72,6 +72,12 @@ def write_calibration(directory, calibration):
     """Write the job's calibration into ``directory`` (next to the strategy); its path."""
     from autodist.strategies.cost.calibration import JOB_CALIBRATION_FILE, write_calibration_file
     return write_calibration_file(os.path.join(directory, JOB_CALIBRATION_FILE), calibration)
+
+
+def adopt_calibration(builder, strategy_path):
+    """``builder`` planning as the chief does: with the calibration shipped next to the strategy, if any."""
+    calibration = shipped_calibration(strategy_path)
+    return builder if calibration is None else builder.with_calibration(calibration)
 
 
 def shipped_calibration(strategy_path):

@@ -24,7 +24,7 @@ def test_a_stopped_node_is_named_in_a_stall_report_and_the_job_ends(chiefs):
     chief = chiefs([SCRIPT, LOOPBACK, "--strategy", "AllReduce", "--steps", "100000", "--sleep", "0.1",
                     "--stall-timeout", str(STALL_TIMEOUT), "--chief-reads", "2"])
     chief.wait_for(r"\[127\.0\.0\.2\] STEP 15$", 150)   # its reports have come for a while
-    pgid = _pgid_of(chief.job_id, server=False)
+    pgid = _pgid_of(chief.job_id)
     stopped_at = time.monotonic()
     os.killpg(pgid, signal.SIGSTOP)
     try:
@@ -62,7 +62,7 @@ def test_a_node_gives_up_on_a_stopped_chief_within_the_stall_timeout_and_its_gra
     chief = chiefs([SCRIPT, LOOPBACK, "--strategy", "AllReduce", "--steps", "100000", "--sleep", "0.1",
                     "--stall-timeout", str(timeout)])
     chief.wait_for(r"\[127\.0\.0\.2\] STEP 5$", 150)
-    worker = _pgid_of(chief.job_id, server=False)
+    worker = _pgid_of(chief.job_id)
     os.kill(chief.proc.pid, signal.SIGSTOP)
     stopped_at = time.monotonic()
     try:

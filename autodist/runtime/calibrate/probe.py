@@ -215,7 +215,7 @@ def _probe_job(spec, repeats, sink, tf, np, node_config, chief_cpus):
         # every other node's client hosts its node's server, as a job's script does (one process per node)
         nodes = json.dumps({n.address: [cpu_count_of(n), n.threads or 0, list(n.cores)] for n in spec.node_specs})
         context = coordinator.launch(empty, ["-m", "autodist.runtime.calibrate.protocol", "--repeats", str(repeats),
-                                             "--nodes", nodes], os.getcwd(), serve_chief=True, scripts_serve=True)
+                                             "--nodes", nodes], os.getcwd(), serve_chief=True)
     try:
         config = node_config(chief_cpus, context.chief_task)
         config.operation_timeout_in_ms = int(MEMBER_TIMEOUT * 1e3)   # a node that never joins fails the step

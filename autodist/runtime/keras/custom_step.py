@@ -36,7 +36,7 @@ import tensorflow as tf
 
 from autodist.capture.queries import source_op, tf_variable
 from autodist.errors import FunctionError
-from autodist.kernel.analysis import ancestors
+from autodist.kernel.walks import ancestors
 
 __all__ = ["overrides", "own_step", "scaled_gradients", "weighted_scalar_means", "metric_only_logs", "writes_of"]
 

@@ -47,7 +47,7 @@ from autodist.capture.keras_apply import build_optimizer
 from autodist.capture.recording import get_default_graph_item
 from autodist.errors import FunctionError
 from autodist.capture.queries import ops_since, tf_variable
-from autodist.kernel.analysis import ancestors
+from autodist.kernel.walks import ancestors
 from autodist.runtime.keras.custom_step import (metric_only_logs, overrides, own_step, scaled_gradients,
                                                  weighted_scalar_means, writes_of)
 

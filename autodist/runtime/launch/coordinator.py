@@ -8,14 +8,11 @@
              the user's script on every other node with its JobContext in the
              environment; each script's process hosts its node's server
              (``autodist.runtime.launch.member_server``: one process per node) and
-             the launch waits until each listens. With ``scripts_serve=False``
-             (a script that starts no server) a server
-             process (``python -m autodist.runtime.launch.server``) starts on every
-             other node first and is waited for instead. Ctrl-C or
+             the launch waits until each listens. Ctrl-C or
              SIGTERM meanwhile stops the launch at its next step and removes
              whatever it started
-    watch    a thread polls every process twice a second; a server that exits, a
-             script that fails or a dropped connection stops the whole job at
+    watch    a thread polls every process twice a second; a script that fails or a
+             dropped connection stops the whole job at
              once and is reported as ``RemoteWorkerError`` (host, exit code, last
              log lines) by ``failure()``. The distributed session raises it from
              ``run``; if nothing has asked for it ``interrupt_after`` seconds
@@ -25,7 +22,7 @@
              exits with 143); a second signal while it stops is acknowledged,
              never allowed to cut the stop short (``autodist.runtime.launch.chief_signals``)
     finish   wait for the other scripts to end (or report done while their
-             process still serves), stop the servers, remove the
+             process still serves), stop their processes, remove the
              working directories (each launched process's full log stays on the
              chief: ``autodist.runtime.launch.job_logs``); ``abort`` does the same without waiting. A
              node whose reports show it waiting for a step the chief will never
@@ -39,11 +36,10 @@ processes the job started are ever signalled, by process group. Two jobs on
 one host never share a port, a directory or a process: everything is keyed on
 the job id. The console shows the nodes' own lines (``autodist.runner.console``;
 ``verbose``: every line). What one node's start is made of (its runner, job
-directory, server argv, ready handshake) is in ``autodist.runtime.launch.node``;
+directory, ready handshake) is in ``autodist.runtime.launch.node``;
 this module sequences them and watches the result.
 """
 import dataclasses
-import json
 import os
 import posixpath
 import threading
@@ -59,7 +55,7 @@ from autodist.runtime.notices import ANNOUNCE
 from autodist.runtime.watch.stall import job_stall
 from autodist.runner.base import WholeLines, write_line
 from autodist.runtime.launch.node import (STRATEGY_FILE, await_ready, default_runner, describe_exit, host_port,
-                                          python_for, runner_factory, server_argv, stage_job_dir)
+                                          python_for, runner_factory, stage_job_dir)
 from autodist.runtime.launch.server import READY, start_in_process
 from autodist.runtime.watch.step_report import script_done, waiting_for_chief
 
@@ -89,8 +85,7 @@ class Coordinator:
         self._python = python
         self._base = workdir_base
         self._runners = {}
-        self._servers = {}      # address -> handle
-        self._workers = {}      # address -> handle
+        self._workers = {}      # address -> handle of its script
         self._workdir = None    # the same path on every node
         self._created = set()   # addresses whose working directory exists
         self._failure = None
@@ -120,22 +115,20 @@ class Coordinator:
         return self._workdir
 
     def handles(self):
-        """``{(address, "server"|"worker"): ProcessHandle}`` of every process started so far."""
-        found = {(a, "server"): h for a, h in self._servers.items()}
-        found.update({(a, "worker"): h for a, h in self._workers.items()})
-        return found
+        """``{(address, "worker"): ProcessHandle}`` of every process started so far (each node's script,
+        which hosts the node's server)."""
+        return {(a, "worker"): h for a, h in self._workers.items()}
 
     # -- launch ----------------------------------------------------------------------
     def _python_for(self, runner):
         return python_for(runner, self._python)
 
-    def launch(self, strategy_path, argv, cwd, serve_chief=False, scripts_serve=False, staged=()):
+    def launch(self, strategy_path, argv, cwd, serve_chief=False, staged=()):
         """Start the other nodes; returns the chief's JobContext. ``argv`` is what runs after ``python``.
 
-        ``scripts_serve``: ``argv`` is an autodist script, whose process hosts
-        its node's server (``autodist.runtime.launch.member_server``); otherwise a
-        server process starts on every other node before the scripts.
-        ``staged``: more local files copied into the job directory of every
+        ``argv`` is an autodist script (or the probe's protocol client), whose
+        process hosts its node's server (``autodist.runtime.launch.member_server``)
+        and announces it (``server.READY``). ``staged``: more local files copied into the job directory of every
         node, next to the strategy, under their own names (the chief's
         calibration for AutoStrategy).
 
@@ -171,13 +164,8 @@ class Coordinator:
                            servers[a] for a in self.context.addresses), self._workdir, logs))
             if serve_chief:
                 self._serve_chief()
-            if scripts_serve:
-                self._start_workers(argv, cwd, serves=True)
-                self._await_ready(self._workers, "training script")
-            else:
-                self._start_servers()
-                self._await_ready(self._servers, "TensorFlow server")
-                self._start_workers(argv, cwd)
+            self._start_workers(argv, cwd)
+            await_ready(self._workers, self._ready_timeout, self._signals.check)
             self._signals.release()
         except BaseException:
             self.abort()
@@ -215,29 +203,13 @@ class Coordinator:
         start_in_process(self.context.cluster_spec(), self.context.task_index, cpu_count_of(chief),
                          self.context.chief_task, chief.threads, chief.cores)
 
-    def _start_servers(self):
-        cluster = json.dumps(self.context.cluster_spec())
-        for node in self.spec.node_specs:
-            if node.address == self.spec.chief:
-                continue
-            runner = self._runners[node.address]
-            argv = server_argv(self._python_for(runner), self.job_id, cluster, self.spec.task_index(node.address),
-                               node, self.context.chief_task)
-            self._servers[node.address] = runner.run(argv, env={"PYTHONUNBUFFERED": "1"},
-                                                     log_path=self.logs.file(node.address, "server"))
-
-    def _await_ready(self, handles, what):
-        """Wait until the process of every node in ``handles`` has announced its server (``READY``)."""
-        started = "" if handles is self._servers else " its TensorFlow server"
-        await_ready(handles, what, self._ready_timeout, self._signals.check, started)
-
-    def _start_workers(self, argv, cwd, serves=False):
+    def _start_workers(self, argv, cwd):
         for node in self.spec.node_specs:
             if node.address == self.spec.chief:
                 continue
             runner = self._runners[node.address]
             context = dataclasses.replace(self.context.for_node(
-                node.address, posixpath.join(self._workdir, STRATEGY_FILE), self._workdir), serves=serves)
+                node.address, posixpath.join(self._workdir, STRATEGY_FILE), self._workdir), serves=True)
             env = dict(context.to_env(), PYTHONUNBUFFERED="1", **self._worker_env)
             self._workers[node.address] = runner.run([self._python_for(runner)] + list(argv), env=env, cwd=cwd,
                                                      log_path=self.logs.file(node.address, "worker"))
@@ -250,22 +222,21 @@ class Coordinator:
                 self._delivered = True
             return self._failure
 
-    def _check(self, role, handle):
-        """The failure ``handle`` shows now, or None."""
+    def _check(self, handle):
+        """The failure ``handle`` (a node's script) shows now, or None."""
         code = handle.poll()
         if code is None:
             return None
         if handle.connection_lost:
-            return handle.failure("failed: the connection to it was lost while its {} ran (exit code {})".format(
-                "TensorFlow server" if role == "server" else "training script", code))
-        if role == "worker" and code == 0:
+            return handle.failure("failed: the connection to it was lost while its training script ran "
+                                  "(exit code {})".format(code))
+        if code == 0:
             return None
-        what = "TensorFlow server" if role == "server" else "training script"
-        return handle.failure("failed: its {} {}".format(what, describe_exit(code)))
+        return handle.failure("failed: its training script {}".format(describe_exit(code)))
 
     def _watch(self):
         while not self._stop.wait(self._poll):
-            errors = (self._check(role, handle) for (_, role), handle in self.handles().items())
+            errors = (self._check(handle) for handle in self._workers.values())
             error = next((e for e in errors if e is not None), None) or self._stalled()
             if error is not None and not self._stop.is_set():
                 self._fail(error)
@@ -344,7 +315,7 @@ class Coordinator:
                     del pending[address]
                 elif handle.poll() is not None:
                     del pending[address]
-                    error = self._check("worker", handle)
+                    error = self._check(handle)
                     if error is not None:
                         self._fail(error)
                         return

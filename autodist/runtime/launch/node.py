@@ -1,4 +1,4 @@
-"""How the chief starts a process on another node: its runner, its job directory, its argv, its ready line.
+"""How the chief starts a process on another node: its runner, its job directory, its ready line.
 
 ``autodist.runtime.launch.coordinator`` sequences a job (launch, watch, finish);
 the pieces here are what one node's start is made of, each a function of
@@ -6,8 +6,7 @@ that node alone::
 
     default_runner(node, spec)          LocalRunner (no ssh group) | SSHRunner
     stage_job_dir(runner, python, ...)  mkdir -m 0700 <workdir>; copy strategy.pb (+ staged files)
-    server_argv(python, job_id, ...)    [python, -m, autodist.runtime.launch.server, --job-id, ..., --cores, 0,1]
-    await_ready(handles, what, ...)     until each process prints ``server.READY`` (bounded)
+    await_ready(handles, timeout, ...)  until each node's script prints ``server.READY`` (bounded)
     single_node_job(spec, job_id)       a one-node job: no other process, its server in this one
 """
 import os
@@ -24,7 +23,7 @@ from autodist.runtime.launch.server import READY, start_in_process
 from autodist.spec.cluster import cpu_count_of
 
 __all__ = ["default_runner", "runner_factory", "describe_exit", "host_port", "python_for", "stage_job_dir",
-           "server_argv", "await_ready", "single_node_job", "STRATEGY_FILE"]
+           "await_ready", "single_node_job", "STRATEGY_FILE"]
 
 STRATEGY_FILE = "strategy.pb"
 
@@ -83,29 +82,21 @@ def stage_job_dir(address, runner, python, workdir, strategy_path, staged, timeo
         runner.copy(path, posixpath.join(workdir, os.path.basename(path)))
 
 
-def server_argv(python, job_id, cluster_json, task, node, chief_task):
-    """The argv of a node's server process (``python -m autodist.runtime.launch.server``)."""
-    return [python, "-m", "autodist.runtime.launch.server", "--job-id", job_id,
-            "--cluster", cluster_json, "--task", str(task),
-            "--cpus", str(cpu_count_of(node)), "--chief-task", str(chief_task),
-            "--threads", str(node.threads), "--cores", ",".join(str(c) for c in node.cores)]
+def await_ready(handles, timeout, check):
+    """Wait until the script of every node in ``handles`` has announced its server (``READY``).
 
-
-def await_ready(handles, what, timeout, check, started=""):
-    """Wait until the process of every node in ``handles`` has announced its server (``READY``).
-
-    ``what`` names the process in an error ("TensorFlow server", "training
-    script"); ``started`` is appended to it (" its TensorFlow server" when the
-    process hosts one). ``check`` runs between polls (the chief's held signals).
+    ``check`` runs between polls (the chief's held signals).
     """
     deadline = time.monotonic() + timeout
     for handle in handles.values():
         while READY not in handle.tail(MAX_TAIL_LINES):
             code = handle.poll()
             if code is not None:
-                raise handle.failure("failed: its {} {} while starting{}".format(what, describe_exit(code), started))
+                raise handle.failure("failed: its training script {} while starting its TensorFlow server".format(
+                    describe_exit(code)))
             if time.monotonic() > deadline:
-                raise handle.failure("failed: its {} did not start{} within {:.0f} s".format(what, started, timeout))
+                raise handle.failure("failed: its training script did not start its TensorFlow server within "
+                                     "{:.0f} s".format(timeout))
             check()
             time.sleep(0.1)
 

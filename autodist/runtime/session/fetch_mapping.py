@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from autodist.errors import SessionError
 from autodist.capture.queries import tf_variable
-from autodist.kernel.analysis import ancestors
+from autodist.kernel.walks import ancestors
 from autodist.runtime.session.composites import components, composite_value
 
 __all__ = ["FetchMapper", "flatten_fetches"]

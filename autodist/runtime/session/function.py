@@ -49,7 +49,7 @@ import numpy as np
 import tensorflow as tf
 
 from autodist.errors import FunctionError, GraphChangedError
-from autodist.kernel.analysis import ancestors
+from autodist.kernel.walks import ancestors
 from autodist.capture.queries import is_variable_write, ops_since, variable_initializers
 
 __all__ = ["DistributedFunction", "state_specs"]

@@ -18,7 +18,7 @@ In a graph without any such op (asynchronous parameter servers: no node
 waits for another) every call counts, as the calls are all the steps there are.
 A queue of the user's own input pipeline counts like the kernels' queues.
 """
-from autodist.kernel.analysis import ancestors
+from autodist.kernel.walks import ancestors
 
 __all__ = ["SyncIndex", "SYNC_OP_TYPES"]
 

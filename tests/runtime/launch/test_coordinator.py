@@ -30,7 +30,7 @@ class Cluster:
     last = None   # the newest cluster, for tests whose launch raises
 
     def __init__(self, fates=None):
-        self.fates = fates or {}     # (address, kind) -> (exit code or None, output)
+        self.fates = fates or {}     # (address, kind) -> (exit code or None, output); kind "preflight" or "worker"
         self.runners = {}
         Cluster.last = self
 
@@ -42,8 +42,6 @@ class Cluster:
             text = " ".join(call.argv)
             if VERSIONS_MARKER in text:
                 kind = "preflight"
-            elif "autodist.runtime.launch.server" in text:
-                kind = "server"
             elif "socket" in text:
                 return 0, port
             elif "makedirs" in text:
@@ -51,7 +49,7 @@ class Cluster:
             else:
                 kind = "worker"
             default = {"preflight": (0, "{} {}".format(VERSIONS_MARKER, versions)),
-                       "server": (None, "{} {}".format(READY, port)), "worker": (None, "")}[kind]
+                       "worker": (None, "{} {}".format(READY, port))}[kind]   # the script's server listens
             return self.fates.get((address, kind), default)
         return decide
 
@@ -62,10 +60,9 @@ class Cluster:
         self.runners[node.address] = runner
         return runner
 
-    def handles(self, kind):
-        return [h for r in self.runners.values() for h in r.handles
-                if ("autodist.runtime.launch.server" in " ".join(h.argv)) == (kind == "server")
-                and "-c" not in h.argv]
+    def handles(self):
+        """The nodes' scripts (each hosts its node's server); not the helpers (preflight, ports, directories)."""
+        return [h for r in self.runners.values() for h in r.handles if "-c" not in h.argv]
 
 
 @pytest.fixture
@@ -89,20 +86,19 @@ def launch(tmp_path):
         coordinator.abort()
 
 
-def test_launch_checks_hosts_first_then_starts_servers_then_scripts(launch, tmp_path):
+def test_launch_checks_hosts_first_then_starts_the_scripts_which_serve(launch, tmp_path):
     coordinator, cluster, context = launch()
     assert context.is_chief and context.address == "10.0.0.1"
     assert context.servers["10.0.0.2"] == "10.0.0.2:5002"
     for address, runner in cluster.runners.items():
         texts = [" ".join(c.argv) for c in runner.calls]
         assert VERSIONS_MARKER in texts[0]                      # preflight before anything else
-        server = next(c for c in runner.calls if "autodist.runtime.launch.server" in c.argv)
-        assert server.argv[server.argv.index("--job-id") + 1] == coordinator.job_id
-        assert server.argv[server.argv.index("--threads") + 1] == "0", "the spec's threads: TensorFlow's choice"
         worker = runner.calls[-1]
         assert worker.argv[1:] == ["/abs/train.py", "--x", "1"] and worker.cwd == "/the/cwd"
+        assert [c for c in runner.calls if "-c" not in c.argv] == [worker]   # one process per node
         job = JobContext.from_env(worker.env)
         assert job.address == address and job.job_id == coordinator.job_id and not job.is_chief
+        assert job.serves                                       # the script hosts its node's server
         assert runner.copies == [(str(tmp_path / "strategy.pb"), coordinator.workdir + "/strategy.pb")]
     chief_dir = os.path.join(str(tmp_path), "job-" + coordinator.job_id)
     assert oct(os.stat(chief_dir).st_mode & 0o777) == "0o700"
@@ -122,13 +118,13 @@ def test_failing_preflight_starts_nothing_and_names_every_host(launch, tmp_path)
 
 def test_a_failing_script_stops_the_job_and_names_host_code_and_log(launch):
     coordinator, cluster, _ = launch()
-    worker = cluster.handles("worker")[0]
+    worker = cluster.handles()[0]
     worker.finish(3, "step 7\nValueError: boom")
     error = _wait_failure(coordinator)
     assert isinstance(error, RemoteWorkerError)
     assert error.host == worker.name and error.exit_code == 3 and "ValueError: boom" in error.log_tail
     assert "training script exited with code 3" in str(error)
-    others = [h for h in cluster.handles("server") + cluster.handles("worker") if h is not worker]
+    others = [h for h in cluster.handles() if h is not worker]
     # The failure is published first, then the others are stopped (by the watch thread).
     assert wait_until(lambda: all(h.terminated for h in others), 5.0)
 
@@ -136,35 +132,35 @@ def test_a_failing_script_stops_the_job_and_names_host_code_and_log(launch):
 def test_the_last_lines_of_a_failure_are_the_nodes_own_without_the_ready_handshake(launch, tmp_path):
     """Issue 33, item 12: the server's internal ready line (and TensorFlow's chatter) stay in the log only."""
     coordinator, cluster, _ = launch(sink=NodeConsole(stream=open(os.devnull, "w"), hidden=(READY,)))
-    server = cluster.handles("server")[0]
-    server.finish(1, "I0000 00:00:1795547531.316711   10739 port.cc:153] oneDNN custom operations are on.\n"
+    worker = cluster.handles()[0]
+    worker.finish(1, "I0000 00:00:1795547531.316711   10739 port.cc:153] oneDNN custom operations are on.\n"
                      "OSError: [Errno 98] Address already in use")
     error = _wait_failure(coordinator)
     assert error.log_tail == "OSError: [Errno 98] Address already in use"
     assert READY not in str(error) and "oneDNN" not in str(error)
-    log = open(coordinator.logs.file(server.name, "server")).read()
+    log = open(coordinator.logs.file(worker.name, "worker")).read()
     assert log.startswith("{} 50".format(READY)) and "oneDNN" in log
 
 
-def test_a_dropped_connection_or_a_server_exit_is_a_failure(launch):
+def test_a_dropped_connection_is_a_failure(launch):
     coordinator, cluster, _ = launch()
-    cluster.handles("server")[1].drop_connection()
+    cluster.handles()[1].drop_connection()
     error = _wait_failure(coordinator)
-    assert "connection to it was lost while its TensorFlow server ran" in str(error)
+    assert "connection to it was lost while its training script ran" in str(error)
 
 
-def test_a_server_that_dies_while_starting_fails_the_launch(launch):
-    with pytest.raises(RemoteWorkerError, match=r"TensorFlow server exited with code 1 while starting"):
-        launch({("10.0.0.3", "server"): (1, "Could not start gRPC server")})
+def test_a_script_whose_server_dies_while_starting_fails_the_launch(launch):
+    with pytest.raises(RemoteWorkerError, match=r"training script exited with code 1 while starting its "
+                                                r"TensorFlow server"):
+        launch({("10.0.0.3", "worker"): (1, "Could not start gRPC server")})
 
 
-def test_finish_waits_for_scripts_stops_servers_and_removes_directories(launch, tmp_path):
+def test_finish_waits_for_scripts_and_removes_directories(launch, tmp_path):
     coordinator, cluster, _ = launch()
-    for worker in cluster.handles("worker"):
+    for worker in cluster.handles():
         threading.Timer(0.2, worker.finish, args=(0,)).start()
     coordinator.finish(timeout=10)
-    assert all(h.terminated for h in cluster.handles("server"))
-    assert not any(h.terminated for h in cluster.handles("worker"))
+    assert not any(h.terminated for h in cluster.handles())
     for runner in cluster.runners.values():
         assert runner.removed == [coordinator.workdir] and runner.closed
     assert not os.path.exists(os.path.join(str(tmp_path), "job-" + coordinator.job_id))
@@ -173,17 +169,16 @@ def test_finish_waits_for_scripts_stops_servers_and_removes_directories(launch, 
 
 def test_each_launched_process_logs_everything_into_a_private_directory_that_outlives_the_job(launch, tmp_path):
     coordinator, cluster, _ = launch()
-    cluster.handles("worker")[0].emit("step 1 loss 0.5\n")
-    for worker in cluster.handles("worker"):
+    cluster.handles()[0].emit("step 1 loss 0.5\n")
+    for worker in cluster.handles():
         worker.finish(0)
     coordinator.finish(timeout=10)
     logs = os.path.join(str(tmp_path), "logs", "job-" + coordinator.job_id)
     assert coordinator.logs.path == logs
     assert oct(os.stat(logs).st_mode & 0o777) == "0o700"
-    assert sorted(os.listdir(logs)) == ["10.0.0.{}-{}.log".format(n, role) for n in (2, 3)
-                                        for role in ("server", "worker")]
-    assert open(os.path.join(logs, "10.0.0.2-server.log")).read() == "{} 5002\n".format(READY)
-    assert "step 1 loss 0.5" in open(os.path.join(logs, "10.0.0.2-worker.log")).read()
+    assert sorted(os.listdir(logs)) == ["10.0.0.{}-worker.log".format(n) for n in (2, 3)]
+    log = open(os.path.join(logs, "10.0.0.2-worker.log")).read()
+    assert log.startswith("{} 5002\n".format(READY)) and "step 1 loss 0.5" in log
     # nothing else of the job is left: the job directory is gone, the log base holds only this job's logs
     assert sorted(os.listdir(str(tmp_path))) == ["logs", "strategy.pb"]
     assert os.listdir(os.path.join(str(tmp_path), "logs")) == ["job-" + coordinator.job_id]
@@ -204,7 +199,7 @@ def test_only_the_newest_job_logs_are_kept(launch, tmp_path):
 
 def test_the_default_console_shows_node_lines_but_not_the_servers_handshake_or_chatter(launch, capsys):
     coordinator, cluster, _ = launch(sink=None)
-    worker = cluster.handles("worker")[0]
+    worker = cluster.handles()[0]
     worker.emit("WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
                 "step 1 loss 0.5\n")
     assert wait_until(lambda: "step 1 loss 0.5" in worker.tail(5), 5.0)
@@ -217,13 +212,13 @@ def test_finish_fails_a_script_that_does_not_end(launch):
     coordinator, cluster, _ = launch()
     with pytest.raises(RemoteWorkerError, match="still running"):
         coordinator.finish(timeout=0.3)
-    assert all(h.terminated for h in cluster.handles("worker"))
+    assert all(h.terminated for h in cluster.handles())
 
 
 def test_a_chief_busy_outside_the_session_gets_the_failure_raised(launch):
     before = signal.getsignal(signal.SIGINT)
     coordinator, cluster, _ = launch(interrupt_after=0.2)
-    cluster.handles("worker")[1].finish(137, "Killed")
+    cluster.handles()[1].finish(137, "Killed")
     with pytest.raises(RemoteWorkerError, match="killed by SIGKILL"):
         time.sleep(10)              # nobody asks failure(): the main thread is interrupted
     coordinator.abort()
@@ -237,7 +232,7 @@ def test_sigterm_to_the_chief_stops_the_job(launch):
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(10)
     assert info.value.code == 143
-    assert all(h.terminated for h in cluster.handles("server") + cluster.handles("worker"))
+    assert all(h.terminated for h in cluster.handles())
     assert signal.getsignal(signal.SIGTERM) is before
 
 
@@ -262,7 +257,7 @@ def test_a_second_sigterm_while_the_job_stops_does_not_cut_the_stop_short(launch
     said = tmp_path / "said.txt"
     sink = open(said, "w")
     coordinator, cluster, _ = launch(sink=sink)
-    worker = cluster.handles("worker")[0]
+    worker = cluster.handles()[0]
     worker.stopping = threading.Event()      # its stop takes until we release it
     threading.Timer(0.3, os.kill, args=(os.getpid(), signal.SIGTERM)).start()   # the second signal
     threading.Timer(1.0, worker.stopping.set).start()
@@ -270,7 +265,7 @@ def test_a_second_sigterm_while_the_job_stops_does_not_cut_the_stop_short(launch
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(10)
     assert info.value.code == 143
-    assert all(h.terminated for h in cluster.handles("server") + cluster.handles("worker"))
+    assert all(h.terminated for h in cluster.handles())
     assert all(r.removed == [coordinator.workdir] for r in cluster.runners.values())
     sink.flush()
     text = said.read_text()
@@ -284,7 +279,7 @@ def test_finish_stops_nodes_that_wait_for_a_chief_whose_script_ended(launch, tmp
     said = tmp_path / "said.txt"
     sink = open(said, "w")
     coordinator, cluster, _ = launch(sink=sink)
-    workers = cluster.handles("worker")
+    workers = cluster.handles()
     stop = threading.Event()
 
     def report_stuck():   # each node sits in its call 8 of a few ms, reporting once every 0.1 s
@@ -309,7 +304,7 @@ def test_finish_stops_nodes_that_wait_for_a_chief_whose_script_ended(launch, tmp
 def test_finish_waits_for_a_node_that_is_busy_outside_the_session(launch, monkeypatch):
     monkeypatch.setattr("autodist.runtime.watch.step_report.WAIT_FOR_CHIEF", 0.2)
     coordinator, cluster, _ = launch()
-    workers = cluster.handles("worker")
+    workers = cluster.handles()
     for worker in workers:   # idle between calls (evaluating, writing files): not waiting for the chief
         worker.send_report({"steps": 12, "busy": 0.0, "step_s": 0.004})
         threading.Timer(1.0, worker.finish, args=(0,)).start()
@@ -319,7 +314,7 @@ def test_finish_waits_for_a_node_that_is_busy_outside_the_session(launch, monkey
 
 def test_a_verbose_console_shows_every_line(launch, capsys):
     coordinator, cluster, _ = launch(sink=None, verbose=True)
-    worker = cluster.handles("worker")[0]
+    worker = cluster.handles()[0]
     worker.emit("WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n")
     assert wait_until(lambda: "absl" in worker.tail(5), 5.0)
     out = capsys.readouterr().out
@@ -348,7 +343,7 @@ def test_a_signal_while_launching_stops_the_launch_and_leaves_nothing(launch, tm
     before = signal.getsignal(signum)
     said = tmp_path / "said.txt"
     sink = open(said, "w")
-    slow = {("10.0.0.3", "server"): (None, "starting")}   # its server never says it listens
+    slow = {("10.0.0.3", "worker"): (None, "starting")}   # its script's server never says it listens
     threading.Timer(0.5, os.kill, args=(os.getpid(), signum)).start()
     with pytest.raises(raised) as info:
         launch(slow, sink=sink, ready_timeout=20)
@@ -379,7 +374,7 @@ def test_a_console_that_is_gone_does_not_keep_the_job_from_being_stopped(launch)
     coordinator, cluster, _ = launch()
     coordinator._sink = _GoneConsole()   # the reader left after the launch (autodist run ... | head)
     coordinator.abort("terminated (SIGTERM)")
-    assert all(h.terminated for h in cluster.handles("server") + cluster.handles("worker"))
+    assert all(h.terminated for h in cluster.handles())
     assert all(runner.closed for runner in cluster.runners.values())
 
 
@@ -388,7 +383,7 @@ def test_a_second_signal_with_the_console_gone_does_not_cut_the_stop_short(launc
     coordinator._sink = _GoneConsole()
     coordinator._still_stopping("Ctrl-C")   # what on_repeat does while abort runs; it must not raise
     coordinator.abort("terminated (SIGTERM)")
-    assert all(h.terminated for h in cluster.handles("server") + cluster.handles("worker"))
+    assert all(h.terminated for h in cluster.handles())
 
 
 def test_a_line_written_from_a_signal_handler_inside_a_write_does_not_hang():
@@ -437,8 +432,7 @@ def test_a_job_whose_log_disk_fills_up_goes_on_and_says_so_once(tmp_path, small_
         strategy = tmp_path / "strategy.pb"
         strategy.write_bytes(b"plan")
         try:
-            coordinator.launch(str(strategy), ["-c", CHATTY_NODE.format(ready=READY)], str(tmp_path),
-                               scripts_serve=True)
+            coordinator.launch(str(strategy), ["-c", CHATTY_NODE.format(ready=READY)], str(tmp_path))
             coordinator.finish(timeout=120)
         finally:
             coordinator.abort()

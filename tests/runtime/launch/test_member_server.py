@@ -32,7 +32,7 @@ def launch(tmp_path):
         strategy = tmp_path / "strategy.pb"
         strategy.write_bytes(b"plan")
         made.append(coordinator)
-        context = coordinator.launch(str(strategy), ["/abs/train.py"], "/the/cwd", scripts_serve=True)
+        context = coordinator.launch(str(strategy), ["/abs/train.py"], "/the/cwd")
         return coordinator, cluster, context
     yield start
     for coordinator in made:
@@ -48,9 +48,9 @@ SERVING = {("10.0.0.2", "worker"): _ready(5002), ("10.0.0.3", "worker"): _ready(
 
 def test_serving_scripts_start_no_server_process_and_are_told_to_serve(launch):
     coordinator, cluster, context = launch(dict(SERVING))
-    assert cluster.handles("server") == [] and coordinator.handles().keys() == {
+    assert [h.argv[1:] for h in cluster.handles()] == [["/abs/train.py"]] * 2 and coordinator.handles().keys() == {
         ("10.0.0.2", "worker"), ("10.0.0.3", "worker")}
-    for handle in cluster.handles("worker"):
+    for handle in cluster.handles():
         job = JobContext.from_env(handle.call.env)
         assert job.serves and not job.is_chief and job.servers == context.servers
     assert not context.serves, "the chief serves through serve_chief"
@@ -67,13 +67,13 @@ def test_a_script_that_ends_before_its_server_listens_fails_the_launch(launch):
 def test_a_script_that_never_announces_its_server_fails_the_launch_in_bounded_time(launch):
     started = time.monotonic()
     with pytest.raises(RemoteWorkerError, match="did not start its TensorFlow server within 1 s"):
-        launch({("10.0.0.2", "worker"): _ready(5002)}, ready_timeout=1.0)
+        launch({("10.0.0.2", "worker"): _ready(5002), ("10.0.0.3", "worker"): (None, "")}, ready_timeout=1.0)
     assert time.monotonic() - started < 10
 
 
 def test_finish_takes_a_done_report_for_the_end_and_stops_the_serving_process(launch):
     coordinator, cluster, _ = launch(dict(SERVING))
-    workers = cluster.handles("worker")
+    workers = cluster.handles()
     threading.Timer(0.2, workers[0].send_report, args=({"steps": 5, "busy": 0.0, "done": True},)).start()
     threading.Timer(0.2, workers[1].finish, args=(0,)).start()
     coordinator.finish(timeout=10)

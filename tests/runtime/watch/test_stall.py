@@ -112,7 +112,7 @@ def test_the_coordinator_fails_a_job_whose_node_stops_reporting(tmp_path):
     strategy.write_bytes(b"plan")
     try:
         coordinator.launch(str(strategy), ["/abs/train.py"], "/the/cwd")
-        workers = cluster.handles("worker")
+        workers = cluster.handles()
         stop = threading.Event()
 
         def report():   # 10.0.0.2 keeps reporting; 10.0.0.3 reports once, then goes quiet
@@ -130,7 +130,7 @@ def test_the_coordinator_fails_a_job_whose_node_stops_reporting(tmp_path):
         assert isinstance(error, StallError) and error.host == "10.0.0.3"
         assert 1.0 <= time.monotonic() - start < 5.0
         # The failure is published first, then the watch thread stops the others.
-        assert wait_until(lambda: all(h.terminated for h in cluster.handles("server") + workers), 5.0)
+        assert wait_until(lambda: all(h.terminated for h in workers), 5.0)
         assert "stalled:" in said.read_text() and "10.0.0.3: has not reached training step 3" in said.read_text()
     finally:
         coordinator.abort()
