@@ -29,13 +29,13 @@ import tensorflow as tf
 from autodist.errors import TransformError
 from autodist.kernel.analysis import analyze
 from autodist.kernel.walks import ancestors
-from autodist.kernel.base import PassResult
+from autodist.kernel.base import Pass, PassResult
 from autodist.plan.names import accumulator_scope, micro_step_name
 
 __all__ = ["Accumulate"]
 
 
-class Accumulate:
+class Accumulate(Pass):
     """The accumulate pass; details: {train op: the op name of its micro-step twin}."""
 
     name = "accumulate"

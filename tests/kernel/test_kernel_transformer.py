@@ -192,3 +192,24 @@ def test_the_transformer_reads_the_strategy_first():
     with pytest.raises(StrategyError, match="variable 'W': partitioner '2,2' must split exactly one axis"):
         transform(item, strategy)
 
+
+
+def test_the_declared_order_meets_every_passs_requirements():
+    from autodist.kernel.base import Pass, check_order
+    from autodist.kernel.graph_transformer import PIPELINE
+    classes = [cls for cls, _ in PIPELINE]
+    assert all(issubclass(cls, Pass) for cls in classes)
+    assert [cls.name for cls in classes] == ["accumulate", "half_gradients", "partition", "assign", "replicate",
+                                             "sync_in_graph", "sync_between_graph", "finalize"]
+    check_order(classes)
+    swapped = classes[:4] + [classes[5], classes[4]] + classes[6:]
+    with pytest.raises(TransformError, match="pass 'sync_in_graph'.*needs 'replicate' to run before it"):
+        check_order(swapped)
+
+
+def test_the_assignment_is_a_step_that_rewrites_nothing_and_is_not_dumped():
+    item, _ = capture(_model)
+    dumped = []
+    result = GraphTransformer(_strategy(), node_context(), observe=lambda name, _: dumped.append(name)).transform(item)
+    assert dumped == ["partition", "replicate", "sync_in_graph", "sync_between_graph", "finalize"]
+    assert result.assignment.vars.keys() == {"W/part_0", "W/part_1", "b"}
