@@ -50,7 +50,8 @@ from autodist.runtime.limits import check_job_arguments
 from autodist.runtime.notices import notice
 from autodist.runtime.recovery.restart import attempt_of, supervise_script
 from autodist.runtime.watch.stall import DEFAULT_STALL_TIMEOUT
-from autodist.runtime.autorun.user_script import SessionRequested, intercept_session_requests, session_requests_intercepted
+from autodist.runtime.autorun.user_script import (SessionRequested, intercept_session_requests,
+                                                 session_requests_intercepted)
 
 __all__ = ["AutoDist", "SessionRequested", "intercept_session_requests"]
 

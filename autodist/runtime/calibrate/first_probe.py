@@ -5,7 +5,8 @@
 A job's chief planning with ``AutoStrategy`` hands this to the builder before
 it launches the job (``runtime.strategy_handoff.keep_calibration``:
 ``builder.job_calibration(spec, measure=calibration_for_planning)``; the
-builder calls it unless ``probe=False``): for a cluster without a cache it runs ``autodist calibrate`` (``probe.py``) in a
+builder calls it unless ``probe=False``): for a cluster without a cache it
+runs ``autodist calibrate`` (``probe.py``) in a
 child process, which starts a TensorFlow server on every node as a job does,
 measures the transport and writes the cache every later plan reads. A child,
 because the probe's chief server lives as long as its process, and the

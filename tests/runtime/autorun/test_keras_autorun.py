@@ -1,4 +1,4 @@
-"""autodist.runtime.autorun.eager_keras: an unmodified Keras ``fit`` script under ``run_script`` equals running it alone.
+"""runtime.autorun.eager_keras: an unmodified Keras ``fit`` script under ``run_script`` equals running it alone.
 
 The script builds and compiles its model eagerly and knows nothing about
 autodist; run alone it is the single-device reference, run by ``run_script``

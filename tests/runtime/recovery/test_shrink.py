@@ -1,4 +1,4 @@
-"""Shrinking at a relaunch (``runtime.recovery.shrink``) with stand-in runners: which nodes are left out, and when not."""
+"""Shrinking at a relaunch (``runtime.recovery.shrink``) with stand-in runners: which nodes are left out, when not."""
 import pytest
 
 from autodist.errors import LaunchError, PreflightError

@@ -27,7 +27,8 @@ from autodist.capture.graph_item import GraphItem
 from autodist.kernel.graph_transformer import GraphTransformer
 from autodist.kernel.assignment import NodeContext
 from autodist.proto import strategy_pb2
-from autodist.runtime.session.distributed import CLOSE_GRACE, FetchMapper, WatchedCaller, await_failure, close_bounded, flatten_fetches
+from autodist.runtime.session.distributed import (CLOSE_GRACE, FetchMapper, WatchedCaller, await_failure, close_bounded,
+                                                  flatten_fetches)
 from autodist.runner.base import wait_until
 from autodist.strategies import Parallax
 
