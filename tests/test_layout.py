@@ -4,7 +4,8 @@ at module level and inside functions (read with ``ast``, nothing imported).
 - No package imports one that imports it back: among ``autodist``'s packages, and among the rooms
   (sub-packages) of each package; nor does a module (the IR's classes aside).
 - ``strategies/`` and ``kernel/`` sit side by side on ``plan/``: neither imports the other; ``plan/``
-  imports no other package but the generated ``proto``; ``spec/`` does not import the kernel.
+  imports no other package but the generated ``proto``, and only it imports the Strategy message;
+  ``spec/`` does not import the kernel.
 - ``runtime/``'s top holds at most ten modules (the rest live in rooms); no module is over 400 lines
   (generated ``_pb2`` modules aside); no module imports a private (``_name``) module of another package.
 
@@ -244,6 +245,12 @@ def test_the_plan_is_the_bottom_layer(tree):
                 for t, _ in targets if t.split(".")[1] != "plan" and "autodist." + t.split(".")[1] in tree.packages}
     assert packages <= {"proto"}
     assert tree.imports_between("autodist.spec", "autodist.kernel") == []
+
+
+def test_only_the_plan_makes_strategy_messages(tree):
+    # plan.strategy.assemble makes every new plan; plan.contract writes and reads its nodes
+    assert [i for i in tree.imports_between("autodist", "autodist.proto.strategy_pb2")
+            if not i.startswith("autodist.plan.")] == []
 
 
 def test_runtime_keeps_its_concerns_in_rooms(tree):

@@ -7,8 +7,7 @@ the chief launched stays, on the chief, in::
     ~/.autodist/logs/                     mode 0700 (made so, with ~/.autodist, when missing)
         job-<id>/                         mode 0700
             .running                      while the job runs: locked (flock) by its chief
-            127.0.0.2-server.log          mode 0600: everything the process printed, chatter included
-            127.0.0.2-worker.log
+            127.0.0.2-worker.log          mode 0600: everything the node's script printed, chatter included
 
 The console shows a node's own lines only (``autodist.runner.console``) and
 names this directory when the job starts. The ``KEEP`` newest job log
