@@ -1,6 +1,7 @@
 """The strategy -> kernel contract: the Strategy protobuf as typed per-variable entries.
 
-Builders write a Strategy through :func:`write_entry`; the kernel, the plan
+Builders describe each variable as an entry, which :func:`write_entry` writes
+into the Strategy (``plan.strategy.assemble`` calls it); the kernel, the plan
 report and everything else read it through :func:`read_entries`, which parses
 and validates the protobuf once. Outside this module nobody interprets a
 node's fields::

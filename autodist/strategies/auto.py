@@ -40,11 +40,11 @@ that first plans for a cluster without a cache passes a ``measure`` function
 (``autodist.runtime.calibrate.first_probe``: ``autodist calibrate`` in a child
 process, 15-30 s, cached) to :meth:`job_calibration`, which calls it unless
 ``probe=False``; elsewhere (``autodist plan``, a member, a chief given its job
-context) the cache or the prior. A job plans with its chief's: the chief ships it with the
-strategy (``calibration.json`` in the job directory) and every node that
-builds again (a session reopened by ``ad.function``) uses it
-(:meth:`with_calibration`), whatever its own cache holds. The compute
-figure is the graph's float-operation estimate (a deterministic function of the
+context) the cache or the prior. A job plans with its chief's: the chief ships
+it with the strategy (``calibration.json`` in the job directory) and every
+node that builds again (a session reopened by ``ad.function``) uses it
+(:meth:`with_calibration`), whatever its own cache holds. The compute figure
+is the graph's float-operation estimate (a deterministic function of the
 graph), not a timing; a measured ``compute`` may be passed by a caller that
 builds once (``autodist plan`` reports measured predictions separately).
 """

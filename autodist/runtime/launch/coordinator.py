@@ -8,12 +8,11 @@
              the user's script on every other node with its JobContext in the
              environment; each script's process hosts its node's server
              (``autodist.runtime.launch.member_server``: one process per node) and
-             the launch waits until each listens. Ctrl-C or
-             SIGTERM meanwhile stops the launch at its next step and removes
-             whatever it started
-    watch    a thread polls every process twice a second; a script that fails or a
-             dropped connection stops the whole job at
-             once and is reported as ``RemoteWorkerError`` (host, exit code, last
+             the launch waits until each listens. Ctrl-C or SIGTERM meanwhile
+             stops the launch at its next step and removes whatever it started
+    watch    a thread polls every process twice a second; a script that fails or
+             a dropped connection stops the whole job at once and is reported
+             as ``RemoteWorkerError`` (host, exit code, last
              log lines) by ``failure()``. The distributed session raises it from
              ``run``; if nothing has asked for it ``interrupt_after`` seconds
              later (the chief is busy elsewhere: evaluating, sleeping, stuck),
@@ -128,9 +127,9 @@ class Coordinator:
 
         ``argv`` is an autodist script (or the probe's protocol client), whose
         process hosts its node's server (``autodist.runtime.launch.member_server``)
-        and announces it (``server.READY``). ``staged``: more local files copied into the job directory of every
-        node, next to the strategy, under their own names (the chief's
-        calibration for AutoStrategy).
+        and announces it (``server.READY``). ``staged``: more local files
+        copied into the job directory of every node, next to the strategy,
+        under their own names (the chief's calibration for AutoStrategy).
 
         ``serve_chief``: this process is the chief, and its own TensorFlow
         server starts (``server.start_in_process``) as soon as the ports are
