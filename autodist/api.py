@@ -24,7 +24,7 @@ Surviving a failed node (``docs/running.md``, "Surviving a failed node")::
 
 ``max_restarts``: the chief's process becomes a supervisor at this call, before
 any graph is built. It runs the script again from its start, as a chief of
-a new job, for each attempt (``runtime.restart.supervise_script``), and exits with
+a new job, for each attempt (``runtime.recovery.restart.supervise_script``), and exits with
 the last attempt's status; ``AutoDist(...)`` returns only inside the attempts
 (and on the other nodes). ``checkpoint_dir`` / ``save_every``: restore the newest
 checkpoint when the session is created (every node) and let the chief save
@@ -33,7 +33,7 @@ They belong to AutoDist, not to ``create_distributed_session``, because the
 chief must tell the other nodes whether to restore when it launches them, and
 because ``ad.function`` and Keras ``fit`` open sessions of their own.
 ``min_nodes``: a restart leaves out nodes that cannot be reached while at least
-that many remain (``runtime.shrink``).
+that many remain (``runtime.recovery.shrink``).
 """
 import contextlib
 import os
@@ -48,9 +48,10 @@ from autodist.errors import CaptureError, SessionError, StrategyError
 from autodist.runtime.job import Job, script_argv
 from autodist.runtime.limits import check_job_arguments
 from autodist.runtime.notices import notice
-from autodist.runtime.restart import attempt_of, supervise_script
-from autodist.runtime.stall import DEFAULT_STALL_TIMEOUT
-from autodist.runtime.user_script import SessionRequested, intercept_session_requests, session_requests_intercepted
+from autodist.runtime.recovery.restart import attempt_of, supervise_script
+from autodist.runtime.watch.stall import DEFAULT_STALL_TIMEOUT
+from autodist.runtime.autorun.user_script import (SessionRequested, intercept_session_requests,
+                                                 session_requests_intercepted)
 
 __all__ = ["AutoDist", "SessionRequested", "intercept_session_requests"]
 
@@ -170,8 +171,8 @@ class AutoDist:
                 raise
 
     def _attach_keras(self, model):
-        """A model compiled in the scope gets distributed fit/evaluate/predict (``autodist.runtime.keras_fit``)."""
-        from autodist.runtime.keras_fit import attach
+        """A model compiled in the scope gets distributed fit/evaluate/predict (``autodist.runtime.keras.fit``)."""
+        from autodist.runtime.keras.fit import attach
         attach(self, self._job, model)
 
     def create_distributed_session(self):
@@ -192,8 +193,8 @@ class AutoDist:
         return self._job.open(item)
 
     def function(self, fn):
-        """A distributed version of ``fn`` built on first call (see ``autodist.runtime.function``)."""
-        from autodist.runtime.function import DistributedFunction
+        """A distributed version of ``fn`` built on first call (see ``autodist.runtime.session.function``)."""
+        from autodist.runtime.session.function import DistributedFunction
         return DistributedFunction(self, fn, self._job)
 
     def log_scalar(self, tag, value, step=None):

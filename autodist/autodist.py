@@ -1,4 +1,6 @@
-"""``autodist.autodist``, AutoDist 0.7's module of the ``AutoDist`` class and of ``IS_AUTODIST_CHIEF``.
+"""``autodist.autodist``: AutoDist 0.7's import path, no logic of its own (``api.AutoDist``, ``context.chief_flags``).
+
+AutoDist 0.7's module of the ``AutoDist`` class and of ``IS_AUTODIST_CHIEF``.
 
 AutoDist's save/restore guide guards chief-only work with it::
 
@@ -22,16 +24,17 @@ importing this module does not import TensorFlow.
 import importlib
 import os
 
+from autodist.runtime.context import chief_flags
+
 __all__ = ["AutoDist", "IS_AUTODIST_CHIEF", "IS_AUTODIST_WORKER"]
 
 
-def __getattr__(name):
-    if name in ("IS_AUTODIST_CHIEF", "IS_AUTODIST_WORKER"):
-        from autodist.runtime.context import launched_member
-        worker = launched_member(os.environ)
-        return worker if name == "IS_AUTODIST_WORKER" else not worker
+def __getattr__(name):   # names looked up when asked: the flags then read the environment, AutoDist loads TensorFlow
     if name == "AutoDist":
         return importlib.import_module("autodist.api").AutoDist
+    flags = chief_flags(os.environ)
+    if name in flags:
+        return flags[name]
     raise AttributeError("module {!r} has no attribute {!r}".format(__name__, name))
 
 

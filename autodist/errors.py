@@ -127,7 +127,7 @@ class StallError(RemoteWorkerError):
     """The job made no progress for its stall timeout; ``report`` names the nodes that held it up.
 
     The message reads ``worker on <host> stalled: ...`` followed by one line per
-    node (``autodist.runtime.stall``); ``host`` is the first node that had not
+    node (``autodist.runtime.watch.stall``); ``host`` is the first node that had not
     reached the step the others wait in.
     """
 

@@ -103,7 +103,7 @@ def calibrate_child(args):
     threading.Thread(target=_pin_children, args=(cores[-1], stop), daemon=True).start()
     from autodist.spec.resource_spec import ResourceSpec
     from autodist.strategies.cost import measure_compute, save_calibration
-    from autodist.strategies.cost.probe import probe
+    from autodist.runtime.calibrate.probe import probe
     spec = ResourceSpec(args.spec)
     load = os.getloadavg()
     found = probe(spec, sink=sys.stderr)

@@ -33,7 +33,7 @@ import time
 from autodist.spec.resource_spec import ResourceSpec
 from autodist.strategies import BUILDERS
 from autodist.strategies.inputs import BuilderVariable
-from autodist.strategies.report import load_imbalance, server_loads
+from autodist.strategies.report import load_imbalance, plan_report
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -168,7 +168,7 @@ def balance(server_counts):
                    "graph_order_greedy": round(graph_order_greedy_imbalance(variables, servers), 4)}
             for name in ("PSLoadBalancing", "PartitionedPS", "UnevenPartitionedPS"):
                 strategy = BUILDERS[name]().build_from_variables(variables, spec)
-                row[name] = round(load_imbalance(server_loads(strategy, variables, spec)), 4)
+                row[name] = round(plan_report(strategy, variables, spec).imbalance, 4)
             rows.append(row)
             print("{:>10} {:>3} servers  greedy {graph_order_greedy:.3f}  PSLoadBalancing "
                   "{PSLoadBalancing:.3f} (bound {bound_unsplit:.3f})  PartitionedPS "

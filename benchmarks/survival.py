@@ -63,7 +63,7 @@ def _worker_script(job_id):
     for pid in job_processes(job_id):
         with open("/proc/{}/cmdline".format(pid), "rb") as f:
             command = f.read().replace(b"\0", b" ").decode("utf-8", "replace")
-        if "autodist.runtime.server" not in command and "python" in command.split()[0] and os.getpgid(pid) == pid:
+        if "python" in command.split()[0] and os.getpgid(pid) == pid:
             return pid
     raise RuntimeError("no training script of job {}".format(job_id))
 

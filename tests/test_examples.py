@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from autodist.runner.console import is_chatter
-from autodist.runtime.server import READY
+from autodist.runtime.launch.server import READY
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.slow

@@ -108,7 +108,7 @@ def on_compile(callback):
     """Within the block, ``callback(model)`` runs after each Keras ``model.compile(...)``.
 
     ``AutoDist.scope()`` uses it to give a model compiled in the scope its
-    distributed ``fit``/``evaluate``/``predict`` (``autodist.runtime.keras_fit``);
+    distributed ``fit``/``evaluate``/``predict`` (``autodist.runtime.keras.fit``);
     ``keras.Model.compile`` is restored on exit, also after an exception.
     """
     model = _model_class()

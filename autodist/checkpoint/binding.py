@@ -6,7 +6,7 @@ its graph on the next run) and run on the TensorFlow session the
 user-facing ``run`` (speaking the single-device graph) cannot fetch.
 
 ``read_state`` and ``load_state`` move every variable's value, in the
-original layout, out of one session and into another (``autodist.runtime.function``
+original layout, out of one session and into another (``autodist.runtime.session.function``
 does so when it opens a session for a grown graph); ``Saver`` uses the same
 ops with a checkpoint file as the source.
 """
@@ -18,7 +18,7 @@ from tensorflow.python.client import session as tf_session
 from autodist.checkpoint.graph_ops import build_reads, build_restore
 from autodist.checkpoint.layout import layout
 from autodist.errors import CheckpointError
-from autodist.kernel.names import host_cpu
+from autodist.plan.names import host_cpu
 
 __all__ = ["is_distributed", "raw_run", "run_restore", "RawSession", "host_device", "session_cache", "read_state",
            "load_state", "TRANSFER_SLOT"]

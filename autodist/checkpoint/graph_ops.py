@@ -20,7 +20,7 @@ replica needs no collective. The broadcasts are ``autodist.kernel.broadcast``'s
 and the three runs are those of initialization
 (``autodist.kernel.initialization``): a step with collectives must not touch
 other nodes' servers. Names (replica copies, proxies, collective keys) come
-from ``autodist.kernel.names``.
+from ``autodist.plan.names``.
 """
 import collections
 
@@ -29,7 +29,7 @@ from tensorflow.python.ops import gen_resource_variable_ops
 
 from autodist.errors import CheckpointError
 from autodist.kernel.broadcast import broadcast_from_chief, chief_barrier
-from autodist.kernel.names import KEY_WINDOW, RESTORE_KEY_OFFSET, RESTORE_KEYS_PER_SLOT, proxy_name
+from autodist.plan.names import KEY_WINDOW, RESTORE_KEY_OFFSET, RESTORE_KEYS_PER_SLOT, proxy_name
 
 __all__ = ["build_reads", "build_restore", "restore_instance_key"]
 

@@ -102,7 +102,7 @@ class Saver:
 
         The set is taken when a session is first saved or restored (as
         ``defer_build`` does in TensorFlow), so optimizer slots that Keras or
-        ``autodist.runtime.function`` create on the first step are included.
+        ``autodist.runtime.session.function`` create on the first step are included.
         """
         variables = variables_of(self._var_list, self._graph)
         if not variables and not self._allow_empty:

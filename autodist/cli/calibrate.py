@@ -4,12 +4,12 @@
 
 Starts a TensorFlow server on every node of the spec (as a job does), measures
 latency and bandwidth of TensorFlow's own transport between them, the fixed
-cost of a step and this machine's compute rates (``strategies.cost.probe``),
+cost of a step and this machine's compute rates (``runtime.calibrate.probe``),
 writes them to ``~/.autodist/calibration/<spec key>.json`` and prints them
 beside the prior the spec alone gives (the servers' output goes to stderr). ``--show`` prints the cached figures
 (or the prior) without probing. ``autodist plan`` and ``AutoStrategy`` read
 the cache; a job's chief planning with AutoStrategy for a cluster without one
-runs this command first (``strategies.cost.first_probe``).
+runs this command first (``runtime.calibrate.first_probe``).
 """
 import argparse
 import json
@@ -42,7 +42,7 @@ def register(subparsers):
     parser.add_argument("--repeats", type=int, default=7, help="timed runs per measurement (default 7)")
     parser.add_argument("--show", action="store_true", help="print the cached figures (or the prior); no probe")
     parser.add_argument("--format", choices=("table", "json"), default="table", help="output format")
-    # AutoStrategy's first probe (strategies.cost.first_probe): stop when the chief that started it ends
+    # AutoStrategy's first probe (runtime.calibrate.first_probe): stop when the chief that started it ends
     parser.add_argument("--stop-with-parent", type=int, metavar="PID", help=argparse.SUPPRESS)
     parser.set_defaults(handler=_calibrate)
 
@@ -60,7 +60,7 @@ def _calibrate(args):
     from autodist.strategies.cost import cluster_calibration, prior_calibration, save_calibration
     from autodist.strategies.cost.calibration import calibration_path
     if args.stop_with_parent is not None:
-        from autodist.strategies.cost.first_probe import stop_with_parent
+        from autodist.runtime.calibrate.first_probe import stop_with_parent
         if not stop_with_parent(args.stop_with_parent):
             print("autodist calibrate: the process that started this probe (pid {}) has ended; not "
                   "probing".format(args.stop_with_parent), file=sys.stderr)
@@ -72,8 +72,8 @@ def _calibrate(args):
     else:
         from autodist.runner.console import NodeConsole, quiet_tensorflow_start
         quiet_tensorflow_start()   # this process's TensorFlow chatter stays off the console too
-        from autodist.runtime.server import READY
-        from autodist.strategies.cost.probe import probe
+        from autodist.runtime.launch.server import READY
+        from autodist.runtime.calibrate.probe import probe
         # the nodes' own lines, without TensorFlow's chatter, on stderr: stdout stays ours
         found = probe(spec, repeats=args.repeats, sink=NodeConsole(stream=sys.stderr, hidden=(READY,)))
         path = save_calibration(spec, found)

@@ -15,7 +15,7 @@ import argparse
 import sys
 
 from autodist.errors import ArgumentError, AutoDistError
-from autodist.runtime.restart import EXIT_INTERRUPTED   # Ctrl-C: 130, as the shell reports SIGINT
+from autodist.runtime.recovery.restart import EXIT_INTERRUPTED   # Ctrl-C: 130, as the shell reports SIGINT
 
 __all__ = ["command_group", "count", "checked", "report_error", "EXIT_USER_ERROR", "EXIT_INTERRUPTED", "USER_ERRORS"]
 

@@ -7,7 +7,7 @@
 A GraphItem file (written by ``GraphItem.serialize``) is planned directly; it
 needs ``-r``, and ``-s`` defaults to PSLoadBalancing, AutoDist's default. A
 ``.py`` target is run in this process as ``autodist run`` runs it
-(``runtime.autorun.capture_script``) until it asks for its first distributed
+(``runtime.autorun.run.capture_script``) until it asks for its first distributed
 session, and stopped there: nothing trains. A script that uses the API gives
 its AutoDist object: the captured graph, and its resource spec and builder
 unless ``-r`` / ``-s`` replace them (options on the command line win). An
@@ -173,7 +173,7 @@ def _from_script(script, script_args, spec, builder):
     with CLI overrides. A script that uses the API gives its own AutoDist (spec and builder); an unmodified
     tf.compat.v1 or Keras script is captured as ``autodist run`` captures it and needs ``-r``."""
     from autodist.api import AutoDist
-    from autodist.runtime.autorun import capture_script
+    from autodist.runtime.autorun.run import capture_script
     from autodist.spec.resource_spec import ResourceSpec
     planner = AutoDist(spec or ResourceSpec.from_dict({"nodes": [{"address": "127.0.0.1"}]}, path="<plan>"),
                        builder)

@@ -48,7 +48,7 @@ def dump_graphs(directory, graph_item, spec, strategy):
     """The chief's node's graph before and after each pass, one TensorBoard run each; the run directories."""
     from autodist.kernel.assignment import NodeContext
     from autodist.kernel.graph_transformer import GraphTransformer
-    from autodist.runtime.summaries import write_graph
+    from autodist.runtime.watch.summaries import write_graph
     from autodist.strategies import StrategyCompiler
     graph_item.prepare()   # as the job does before it transforms (a script's item comes unprepared)
     compiled = StrategyCompiler(graph_item, spec).compile(strategy)

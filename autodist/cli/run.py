@@ -5,15 +5,15 @@
                  [--max-restarts N [--restart-backoff S] [--min-nodes K]] SCRIPT [script args ...]
 
 The script runs in this process (the chief) with its sessions distributed
-(``autodist.runtime.autorun``); the other nodes run ``python -m autodist run`` with
+(``autodist.runtime.autorun.run``); the other nodes run ``python -m autodist run`` with
 the same options, script and arguments, from the same working directory, and
 join the job. Builder names and ``--arg`` values are those of
 ``autodist plan``. The exit status is the script's; 1 when another node of
 the job failed (the error names the host, its exit code and its last log
 lines); 130 after Ctrl-C, once every process of the job is stopped. With
 ``--max-restarts N`` this process supervises up to N+1 attempts, each a chief
-of a new job (``autodist.runtime.restart``); with ``--min-nodes K`` a restart
-leaves out the nodes that fail preflight while K remain (``autodist.runtime.shrink``).
+of a new job (``autodist.runtime.recovery.restart``); with ``--min-nodes K`` a restart
+leaves out the nodes that fail preflight while K remain (``autodist.runtime.recovery.shrink``).
 ``--trace-dir`` and ``--logdir`` are AutoDist's ``trace_dir`` and ``logdir``
 (the timeline and TensorBoard scalars, ``docs/observability.md``).
 
@@ -27,7 +27,7 @@ The console shows what the script prints on every node (the other nodes'
 lines prefixed ``[address]``) and a progress line on the chief (``--steps``:
 the script's step count, for an ETA); TensorFlow's start-up chatter and
 autodist's internal lines only with ``--verbose``. Every launched process's
-full output stays in ``~/.autodist/logs/job-<id>/`` (``autodist.runtime.job_logs``).
+full output stays in ``~/.autodist/logs/job-<id>/`` (``autodist.runtime.launch.job_logs``).
 
 Options out of their range (``--steps 0``, ``--stall-timeout 1e-9``,
 ``--restart-backoff inf``, ``--min-nodes`` beyond the spec's nodes or without
@@ -45,8 +45,8 @@ from autodist.cli.plan import builder_from_args, require_file
 from autodist.errors import RemoteWorkerError, ResourceSpecError
 from autodist.runtime.limits import (MAX_SECONDS, MIN_STALL_TIMEOUT, check_min_nodes, restart_backoff, stall_timeout,
                                      whole)
-from autodist.runtime.restart import ATTEMPT_ENV, NODE_FAILED, supervise
-from autodist.runtime.stall import DEFAULT_STALL_TIMEOUT
+from autodist.runtime.recovery.restart import ATTEMPT_ENV, NODE_FAILED, supervise
+from autodist.runtime.watch.stall import DEFAULT_STALL_TIMEOUT
 
 __all__ = ["register", "worker_argv", "resource_spec_of"]
 
@@ -171,13 +171,13 @@ def _run(args):
     require_file(args.script)
     builder = builder_from_args(args)
     trace_dir, logdir = (os.path.abspath(d) if d else None for d in (args.trace_dir, args.logdir))
-    if args.max_restarts:   # this process supervises; each attempt is a chief of its own (runtime.restart)
+    if args.max_restarts:   # this process supervises; each attempt is a chief of its own (runtime.recovery.restart)
         return supervise(_attempt_argv(args, worker_spec, script, trace_dir, logdir), args.max_restarts,
                          args.restart_backoff)
     quiet_tensorflow_start(verbose=args.verbose)   # before anything imports TensorFlow
     from autodist.api import AutoDist
-    from autodist.runtime.autorun import run_script
-    from autodist.runtime.member_server import note_exit
+    from autodist.runtime.autorun.run import run_script
+    from autodist.runtime.launch.member_server import note_exit
     ad = AutoDist(spec, builder, launch_argv=worker_argv(worker_spec, args.strategy, args.builder_args, script,
                                                          args.script_args, trace_dir, logdir, args.verbose,
                                                          args.accumulation_steps),
@@ -188,7 +188,7 @@ def _run(args):
         try:
             status = run_script(ad, script, args.script_args)
         except BaseException as e:
-            note_exit(1)   # a launched node's process does not stay to serve (runtime.member_server)
+            note_exit(1)   # a launched node's process does not stay to serve (runtime.launch.member_server)
             # raises the job's failure, if there was one, chained to this
             ad.finish_job(abort=True, reason="the chief's script was interrupted" if isinstance(
                 e, KeyboardInterrupt) else "the chief's script failed ({})".format(type(e).__name__))

@@ -39,7 +39,7 @@ from autodist.ir.generic import (
 __all__ = [
     "is_private_key", "from_attr_value", "to_attr_value", "convert_op_attr", "read_attr_map",
     "write_op_attr",
-    "shape_from_proto", "shape_to_proto", "tensor_from_proto", "tensor_to_proto",
+    "shape_from_proto", "shape_to_proto", "tensor_to_proto",
     "decode_tensor_proto",
 ]
 
@@ -258,11 +258,6 @@ _VALUE_FIELD = {
     "uint64": "uint64_val", "string": "string_val",
 }
 _COMPLEX_PART = {"complex64": np.float32, "complex128": np.float64}
-
-
-def tensor_from_proto(proto):
-    """A GenericTensor holding a copy of ``proto`` (decoded lazily, written back as is)."""
-    return GenericTensor.from_proto(proto)
 
 
 def decode_tensor_proto(proto):

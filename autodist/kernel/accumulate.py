@@ -11,7 +11,7 @@ Each replica keeps its own accumulators (ordinary mirrored variables): a
 micro-step runs nothing across nodes, and the passes after this one
 synchronize g' exactly as they would synchronize g (parameter-server pushes,
 all-reduce, compression, sparse all-gathers alike). The session runs the
-micro-step twin in place of T on k-1 of every k calls (``autodist.runtime.session``).
+micro-step twin in place of T on k-1 of every k calls (``autodist.runtime.session.distributed``).
 
 An IndexedSlices gradient accumulates as rows: its values and indices are
 appended to growing buffers and the update sees every micro-batch's rows,
@@ -27,14 +27,15 @@ boundaries, when they are zero).
 import tensorflow as tf
 
 from autodist.errors import TransformError
-from autodist.kernel.analysis import analyze, ancestors
-from autodist.kernel.base import PassResult
-from autodist.kernel.names import accumulator_scope, micro_step_name
+from autodist.kernel.analysis import analyze
+from autodist.kernel.walks import ancestors
+from autodist.kernel.base import Pass, PassResult
+from autodist.plan.names import accumulator_scope, micro_step_name
 
 __all__ = ["Accumulate"]
 
 
-class Accumulate:
+class Accumulate(Pass):
     """The accumulate pass; details: {train op: the op name of its micro-step twin}."""
 
     name = "accumulate"

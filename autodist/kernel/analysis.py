@@ -37,9 +37,9 @@ import tensorflow as tf
 
 from autodist.errors import TransformError
 from autodist.capture.queries import is_variable_write
+from autodist.kernel.walks import ancestors, forward_ops, resource_source, resource_users
 
-__all__ = ["VariableFacts", "GradInput", "GraphAnalysis", "analyze", "apply_subgraph", "resource_users",
-           "resource_source", "ancestors", "forward_ops"]
+__all__ = ["VariableFacts", "GradInput", "GraphAnalysis", "analyze", "apply_subgraph"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,27 +107,6 @@ class GraphAnalysis:
         return by_target
 
 
-def resource_source(tensor):
-    """The op owning a resource tensor, looking through Identity chains."""
-    op = tensor.op
-    while op.type in ("Identity", "IdentityN") and op.inputs:
-        op = op.inputs[0].op if op.type == "Identity" else op.inputs[tensor.value_index].op
-    return op
-
-
-def ancestors(roots):
-    """Every op ``roots`` depend on (data and control edges), the roots included."""
-    seen, stack = set(), list(roots)
-    while stack:
-        op = stack.pop()
-        if op in seen:
-            continue
-        seen.add(op)
-        stack.extend(t.op for t in op.inputs)
-        stack.extend(op.control_inputs)
-    return seen
-
-
 def _variable_facts(graph, var_def):
     handle = graph.get_tensor_by_name(var_def.variable_name)
     var_op = handle.op
@@ -154,29 +133,6 @@ def _components(grad):
             parts["dense_shape"] = grad.dense_shape
         return parts
     return {"dense": grad}
-
-
-def forward_ops(starts, within):
-    """Ops whose names are in ``within`` reached from the tensors ``starts`` over data edges.
-
-    Walks tensors rather than ops, so that an IdentityN carries output k
-    forward only from input k (Keras passes all gradients through one).
-    """
-    found, seen, stack = set(), set(), list(starts)
-    while stack:
-        tensor = stack.pop()
-        if tensor in seen:
-            continue
-        seen.add(tensor)
-        for consumer in tensor.consumers():
-            if consumer.name not in within:
-                continue
-            found.add(consumer)
-            if consumer.type == "IdentityN":
-                stack.extend(consumer.outputs[i] for i, t in enumerate(consumer.inputs) if t is tensor)
-            else:
-                stack.extend(consumer.outputs)
-    return found
 
 
 def _input_pipeline(graph):
@@ -268,17 +224,6 @@ def apply_subgraph(analysis, var_op, graph=None, users=None):
         backward.add(op)
         stack.extend(t.op for t in op.inputs)
     return ((forward | touching) & backward) | writes, writes
-
-
-def resource_users(graph, apply_ops):
-    """variable op name -> apply ops that take its handle."""
-    users = {}
-    for name in apply_ops:
-        op = graph.get_operation_by_name(name)
-        for t in op.inputs:
-            if t.dtype == tf.resource:
-                users.setdefault(resource_source(t).name, set()).add(op)
-    return users
 
 
 def _state_ops(analysis, var_op, users):

@@ -20,11 +20,13 @@ import functools
 from typing import Dict, FrozenSet, List, Union
 
 from autodist.errors import TransformError
-from autodist.kernel import names
-from autodist.kernel.analysis import ancestors
-from autodist.kernel.contract import AllReduceEntry, PSEntry
+from autodist.kernel.analysis import analyze
+from autodist.kernel.base import Pass, PassResult
+from autodist.kernel.walks import ancestors
+from autodist.plan import names
+from autodist.plan.contract import AllReduceEntry, PSEntry
 
-__all__ = ["NodeContext", "Replica", "VariableAssignment", "Assignment", "assign", "STEP_NAME"]
+__all__ = ["NodeContext", "Replica", "VariableAssignment", "Assignment", "assign", "Assign", "STEP_NAME"]
 
 #: How errors of this step name it (it runs between the partition and the replicate pass).
 STEP_NAME = "assign"
@@ -253,3 +255,20 @@ def assign(analysis, entries, node, every_step=()):
     return Assignment(node=node, analysis=analysis, replicas=replicas, local=local, vars=variables,
                       shared_ops=frozenset(shared_devices), shared_devices=shared_devices, ps_state=ps_state,
                       key_base=base, group_key=names.group_key(base), every_step=frozenset(every_step))
+
+
+class Assign(Pass):
+    """The assignment step: it rewrites nothing; its details are this node's :class:`Assignment` of the
+    partitioned graph, which configures every pass after it (``graph_transformer.PIPELINE``)."""
+
+    name = STEP_NAME
+    requires = ("partition",)
+    rewrites = False
+
+    def __init__(self, entries, node, every_step=()):
+        self.entries = entries
+        self.node = node
+        self.every_step = every_step
+
+    def __call__(self, item):
+        return PassResult(item, assign(analyze(item), self.entries, self.node, every_step=self.every_step))

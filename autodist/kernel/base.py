@@ -1,21 +1,27 @@
-"""What every pass shares: the result it hands back, the resolver of tensor signatures, the item hand-over.
+"""What every pass shares: one base (name, requirements), the result it hands back, the item hand-over.
 
-A pass is ``GraphItem -> PassResult``: the new item, and what the pass found
-out that later stages need (the partition pass: how each variable was split),
-as torch.fx passes return a ``PassResult``. GraphDef-level passes take their
-input's GraphDef into a ``GraphDefEditor`` (an owned copy: the input is never
-touched) and hand over a new GraphDef-backed item carrying the input's
+A pass is ``GraphItem -> PassResult``, as torch.fx's passes are
+(``passes/infra/pass_base.py``): it subclasses :class:`Pass`, names itself,
+says which passes must have run before it (``requires``), takes its
+configuration in its constructor and returns the new item with what it found
+out that later stages need (the partition pass: how each variable was split).
+``kernel.graph_transformer`` declares the order and runs it (``run_passes``),
+naming the failing pass and the passes before it. GraphDef-level passes take
+their input's GraphDef into a ``GraphDefEditor`` (an owned copy: the input is
+never touched) and hand over a new GraphDef-backed item carrying the input's
 records, info and train ops.
 """
+import abc
 import dataclasses
 
 from tensorflow.core.framework import variable_pb2
 
 from autodist.capture.graph_item import GraphItem
+from autodist.errors import TransformError
 from autodist.kernel.graph_def_edit import GraphDefEditor
-from autodist.kernel.names import single_device_name
+from autodist.plan.names import single_device_name
 
-__all__ = ["PassResult", "signature_resolver", "editor_for", "hand_over", "register_variable"]
+__all__ = ["Pass", "PassResult", "check_order", "signature_resolver", "editor_for", "hand_over", "register_variable"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,6 +30,38 @@ class PassResult:
 
     item: GraphItem
     details: object = None
+
+
+class Pass(abc.ABC):
+    """A kernel pass: ``pass_(item) -> PassResult``, never mutating ``item``.
+
+    ``name`` names it in errors, details and graph dumps; ``requires`` names
+    the passes that must have run before it (:func:`check_order` checks a
+    declared order against them); ``rewrites`` is False for a step that only reads the graph and hands its
+    findings to the passes after it (the assignment): it is not listed among
+    the passes done, and its item is not dumped again.
+    """
+
+    name = None
+    requires = ()
+    rewrites = True
+
+    @abc.abstractmethod
+    def __call__(self, item):
+        """The :class:`PassResult` of this pass on ``item``."""
+
+
+def check_order(passes):
+    """Raise ``TransformError`` naming the first pass (a class or an instance) whose ``requires`` are not all
+    earlier in ``passes``: an order of passes is declared once (``graph_transformer.PIPELINE``) and checked."""
+    seen = []
+    for p in passes:
+        missing = [name for name in getattr(p, "requires", ()) if name not in seen]
+        if missing:
+            raise TransformError("needs {} to run before it; the order is {}".format(
+                ", ".join(repr(m) for m in missing), ", ".join(getattr(q, "name", "?") for q in passes)),
+                pass_name=p.name)
+        seen.append(p.name)
 
 
 def signature_resolver(graph):

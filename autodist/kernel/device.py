@@ -19,7 +19,8 @@ import functools
 import tensorflow as tf
 from tensorflow.python.framework import kernels
 
-from autodist.kernel.analysis import apply_subgraph, resource_users
+from autodist.kernel.analysis import apply_subgraph
+from autodist.kernel.walks import resource_users
 
 __all__ = ["replica_device", "ps_apply_devices", "has_kernel", "is_cpu_device"]
 

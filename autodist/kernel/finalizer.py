@@ -8,17 +8,18 @@
 - Drops colocation entries (``_class: loc:@x``) that name ops this node's graph
   does not have; ``import_graph_def`` rejects them.
 """
-from autodist.kernel.base import PassResult, editor_for, hand_over
+from autodist.kernel.base import Pass, PassResult, editor_for, hand_over
 from autodist.kernel.initialization import build_init_ops
-from autodist.kernel.names import job_container
+from autodist.plan.names import job_container
 
 __all__ = ["Finalizer"]
 
 
-class Finalizer:
+class Finalizer(Pass):
     """The finalize pass."""
 
     name = "finalize"
+    requires = ("sync_between_graph",)
 
     def __init__(self, assignment):
         self.assignment = assignment

@@ -21,7 +21,7 @@ from tensorflow.core.framework import attr_value_pb2, graph_pb2
 
 from autodist.errors import TransformError
 from autodist.capture.queries import op_of, tensor_name
-from autodist.kernel.names import REPLICA_PREFIX
+from autodist.plan.names import REPLICA_PREFIX
 
 __all__ = ["GraphDefEditor", "Scratch", "tensor_name", "op_of", "index_of"]
 

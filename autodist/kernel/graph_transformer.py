@@ -4,29 +4,30 @@
     item [--accumulate(k), k > 1] [--half_gradients, mixed precision] --partition(entries)--> item
          --assign(entries)--> replicate --> sync_in_graph --> sync_between_graph --> finalize
 
-The strategy is read once (``contract.read_entries``). Every pass is
-``GraphItem -> PassResult`` and leaves its input alone. The assignment is
-made once, from the partitioned single-device graph, the entries and this
-node's place in the job, and configures the passes after it. A pass that
+The order is declared once, in :data:`PIPELINE`, and checked against what
+each pass ``requires`` (``base.check_order``). The strategy is read once
+(``contract.read_entries``). Every pass is ``GraphItem -> PassResult`` and
+leaves its input alone. The assignment is a step of its own: made once, from
+the partitioned single-device graph, the entries and this node's place in
+the job, it rewrites nothing and configures the passes after it. A pass that
 fails raises ``TransformError`` naming itself and the passes before it.
 """
 import dataclasses
-from typing import Callable, List
+from typing import Callable, Iterable
 
 from autodist.errors import AutoDistError, TransformError
-from autodist.kernel.analysis import analyze
-from autodist.kernel.assignment import STEP_NAME, Assignment, NodeContext, assign
-from autodist.kernel.base import PassResult
-from autodist.kernel.contract import read_entries
 from autodist.kernel.accumulate import Accumulate
+from autodist.kernel.assignment import Assign, Assignment, NodeContext
+from autodist.kernel.base import PassResult
 from autodist.kernel.finalizer import Finalizer
 from autodist.capture.queries import half_gradient_dtypes
 from autodist.kernel.half_gradients import HalfGradients
 from autodist.kernel.partitioner import Partitioner
 from autodist.kernel.replicator import Replicator
 from autodist.kernel.synchronization import SyncBetweenGraph, SyncInGraph
+from autodist.plan.contract import read_entries
 
-__all__ = ["GraphTransformer", "TransformResult", "run_passes"]
+__all__ = ["GraphTransformer", "TransformResult", "run_passes", "PIPELINE"]
 
 
 @dataclasses.dataclass
@@ -40,41 +41,77 @@ class TransformResult:
     accumulation_steps: int = 1
 
 
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """What the passes are made from: the strategy's entries, this node, the captured item, and the half
+    dtypes its gradients travel in (``half_gradients``; empty: none)."""
+
+    entries: object
+    node: NodeContext
+    item: object
+    half: dict
+
+    @property
+    def accumulating(self):
+        return self.entries.accumulation_steps > 1
+
+
+#: The kernel's steps, in the order they run: a pass class and how its pass is made from the plan
+#: (``_Plan``) and the details of the steps before it, by name. A maker returning None skips its
+#: step: accumulate and half_gradients run only when the job needs them.
+PIPELINE = (
+    (Accumulate, lambda plan, found: Accumulate(plan.entries.accumulation_steps) if plan.accumulating else None),
+    (HalfGradients, lambda plan, found: HalfGradients(plan.half) if plan.half else None),
+    (Partitioner, lambda plan, found: Partitioner(plan.entries)),
+    (Assign, lambda plan, found: Assign(plan.entries, plan.node, every_step=plan.item.every_step_train_ops)),
+    (Replicator, lambda plan, found: Replicator(found[Assign.name])),
+    (SyncInGraph, lambda plan, found: SyncInGraph(found[Assign.name])),
+    (SyncBetweenGraph, lambda plan, found: SyncBetweenGraph(found[Assign.name], accumulating=plan.accumulating)),
+    (Finalizer, lambda plan, found: Finalizer(found[Assign.name])),
+)
+
+
 def _name_of(p):
     return getattr(p, "name", getattr(p, "__name__", type(p).__name__))
 
 
-def run_passes(item, passes: List[Callable], done=(), observe=None):
+def run_passes(item, passes: Iterable[Callable], done=(), observe=None, found=None):
     """Apply ``passes`` in order; a failure names the pass and those before it.
 
     Returns a PassResult whose details are {pass name: its details}, in the
-    order the passes ran. A pass may also return a bare GraphItem (no details).
-    ``observe(name, item)``, if given, sees the item each pass returned
-    (``autodist plan --dump-graphs`` writes them for TensorBoard).
+    order the passes ran (``found``, if given, is that dict, filled as they
+    run: a pipeline may make a pass from the details of the passes before it).
+    A pass may also return a bare GraphItem (no details). ``observe(name,
+    item)``, if given, sees the item each rewriting pass returned (``autodist
+    plan --dump-graphs`` writes them for TensorBoard).
     """
     done = list(done)
-    details = {}
+    details = found if found is not None else {}
     for p in passes:
         name = _name_of(p)
-        try:
-            result = p(item)
-        except TransformError as e:
-            if e.pass_name and e.passes_done:
-                raise
-            raise TransformError(e.problem, pass_name=e.pass_name or name, variable=e.variable, op=e.op,
-                                 passes_done=done) from e
-        except AutoDistError:
-            raise
-        except Exception as e:  # a TensorFlow or protobuf error inside a pass
-            raise TransformError("{}: {}".format(type(e).__name__, e), pass_name=name, passes_done=done) from e
-        if not isinstance(result, PassResult):
-            result = PassResult(result)
+        result = _run_one(p, name, item, done)
         item = result.item
         details[name] = result.details
-        done.append(name)
-        if observe is not None:
-            observe(name, item)
+        if getattr(p, "rewrites", True):
+            done.append(name)
+            if observe is not None:
+                observe(name, item)
     return PassResult(item, details)
+
+
+def _run_one(p, name, item, done):
+    try:
+        result = p(item)
+    except TransformError as e:
+        if e.pass_name and e.passes_done:
+            raise
+        raise TransformError(e.problem, pass_name=e.pass_name or name, variable=e.variable, op=e.op,
+                             passes_done=done) from e
+    except AutoDistError:
+        raise
+    except Exception as e:  # a TensorFlow or protobuf error inside a pass
+        raise TransformError("{}: {}".format(type(e).__name__, e), pass_name=name, passes_done=done) from e
+    return result if isinstance(result, PassResult) else PassResult(result)
 
 
 class GraphTransformer:
@@ -87,21 +124,22 @@ class GraphTransformer:
 
     def transform(self, item):
         entries = read_entries(self.strategy)
-        accumulating = entries.accumulation_steps > 1
-        first = [Accumulate(entries.accumulation_steps)] if accumulating else []
-        half = half_gradient_dtypes(item)
-        first += [HalfGradients(half)] if half else []
-        partitioned = run_passes(item, first + [Partitioner(entries)], observe=self.observe)
-        done = list(partitioned.details)
-        try:
-            assignment = assign(analyze(partitioned.item), entries, self.node, every_step=item.every_step_train_ops)
-        except TransformError as e:
-            raise TransformError(e.problem, pass_name=e.pass_name or STEP_NAME, variable=e.variable, op=e.op,
-                                 passes_done=done) from e
-        passes = [Replicator(assignment), SyncInGraph(assignment),
-                  SyncBetweenGraph(assignment, accumulating=accumulating), Finalizer(assignment)]
-        result = run_passes(partitioned.item, passes, done, observe=self.observe)
-        return TransformResult(original=item, partitioned=partitioned.item, item=result.item, assignment=assignment,
-                               partitions=partitioned.details[Partitioner.name],
-                               micro_steps=partitioned.details.get(Accumulate.name, {}),
-                               accumulation_steps=entries.accumulation_steps)
+        plan = _Plan(entries, self.node, item, half_gradient_dtypes(item))
+        found, seen = {}, {}
+
+        def passes():   # made one by one: the passes after the assignment are made from it
+            for _, make in PIPELINE:
+                made = make(plan, found)
+                if made is not None:
+                    yield made
+
+        def observe(name, new_item):
+            seen[name] = new_item
+            if self.observe is not None:
+                self.observe(name, new_item)
+
+        result = run_passes(item, passes(), observe=observe, found=found)
+        return TransformResult(original=item, partitioned=seen[Partitioner.name], item=result.item,
+                               assignment=found[Assign.name], partitions=found[Partitioner.name],
+                               micro_steps=found.get(Accumulate.name, {}),
+                               accumulation_steps=plan.entries.accumulation_steps)

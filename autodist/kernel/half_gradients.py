@@ -21,12 +21,12 @@ import tensorflow as tf
 
 from autodist.capture.queries import half_source
 from autodist.kernel.analysis import analyze
-from autodist.kernel.base import PassResult
+from autodist.kernel.base import Pass, PassResult
 
 __all__ = ["HalfGradients"]
 
 
-class HalfGradients:
+class HalfGradients(Pass):
     """The half-gradients pass (module docstring); details: {variable op name: the dtype it travels in}."""
 
     name = "half_gradients"

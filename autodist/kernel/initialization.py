@@ -30,7 +30,7 @@ from tensorflow.python.ops import gen_resource_variable_ops
 
 from autodist.errors import TransformError
 from autodist.kernel.broadcast import broadcast_from_chief, chief_barrier, is_root
-from autodist.kernel.names import INIT_KEY_OFFSET, INIT_LOCAL, INIT_SERVERS, INIT_SYNC
+from autodist.plan.names import INIT_KEY_OFFSET, INIT_LOCAL, INIT_SERVERS, INIT_SYNC
 from autodist.kernel.synchronization import staleness
 
 __all__ = ["build_init_ops"]

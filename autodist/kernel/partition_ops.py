@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.ops import resource_variable_ops
 
-from autodist.kernel.names import shard_name
+from autodist.plan.names import shard_name
 
 __all__ = ["offsets_of", "make_shards", "assemble", "sharded_gather", "split_dense",
            "split_sparse"]

@@ -29,8 +29,8 @@ from autodist.capture.graph_item import GraphItem
 from autodist.kernel import partition_ops as pops
 from autodist.kernel import shard_apply
 from autodist.kernel.analysis import analyze, apply_subgraph
-from autodist.kernel.base import PassResult
-from autodist.kernel.names import shard_name
+from autodist.kernel.base import Pass, PassResult
+from autodist.plan.names import shard_name
 
 __all__ = ["Partitioner", "PartitionInfo"]
 
@@ -55,7 +55,7 @@ class PartitionInfo:
     aliases: Dict[str, str]
 
 
-class Partitioner:
+class Partitioner(Pass):
     """The partition pass; its result's details are a PartitionInfo per split variable."""
 
     name = "partition"

@@ -21,7 +21,7 @@ from tensorflow.core.framework import graph_pb2
 
 from autodist.capture.info import Info
 from autodist.capture.graph_item import GraphItem, GradRecord
-from autodist.kernel.base import PassResult
+from autodist.kernel.base import Pass, PassResult
 from autodist.kernel.device import ps_apply_devices, replica_device
 from autodist.kernel.graph_def_edit import index_of
 
@@ -37,10 +37,11 @@ def replicated_name(name, prefix, shared):
     return ("^" if control else "") + prefix + bare
 
 
-class Replicator:
+class Replicator(Pass):
     """The replicate pass (see the module docstring)."""
 
     name = "replicate"
+    requires = ("assign",)
 
     def __init__(self, assignment):
         self.assignment = assignment

@@ -1,7 +1,7 @@
 """A launched process's log file on the chief: owner-only, written best-effort.
 
 The chief appends everything a process prints to a file of the job's log
-directory (``autodist.runtime.job_logs``). The file is created with mode 0600
+directory (``autodist.runtime.launch.job_logs``). The file is created with mode 0600
 (its directory is 0700): a job's output may hold data or secrets its script
 prints.
 

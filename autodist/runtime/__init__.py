@@ -1,31 +1,29 @@
 """Running a job: from a captured GraphItem to sessions on every node, and back out.
 
-    job            Job, the one entry behind ``AutoDist``: start (chief) / join (member),
-                   reopen (``ad.function``), finish
+At the top, the job itself; its concerns live in rooms (sub-packages)::
+
+    job               Job, the one entry behind ``AutoDist``: start (chief) / join (member),
+                      reopen (``ad.function``), finish
     strategy_handoff  the strategy built (chief) or loaded (member), its calibration, the argv
-    job_views      a node's tracer and scalar log, kept across reopened sessions
-    context        JobContext: one process's place in a job (AUTODIST_JOB)
-    coordinator    the chief's side: preflight, ports, servers, scripts, watch, finish
-    node_launch    one node's start: its runner, job directory, server argv, ready handshake
-    chief_signals  Ctrl-C / SIGTERM to the chief stop the job; failures raised in the chief
-    job_logs       each launched process's full log, on the chief, kept after the job (never pruned while it runs)
-    limits         the ranges of a job's settings: autodist run's options, AutoDist(...)'s arguments
-    progress       the chief's progress line: step, steps/s, examples/s over the nodes, ETA
-    server         ``python -m autodist.runtime.server``: a node's TensorFlow server
-    node_session   this node's graph transformed, on its server, initialized: a DistributedSession
-    session        DistributedSession: steps watched (WatchedCaller), close bounded
-    fetch_mapping  FetchMapper: feeds split over replicas, fetches mapped back
-    step_report    what a node's session is doing, reported to the chief (and when it waits for it)
-    stall          a step without progress for the stall timeout: the report naming who held it up
-    notices        the chief's own console lines about its job (one function, to route them)
-    function       ``ad.function``: TF2-style step functions through the session
-    user_script    a user's script run as ``__main__``, or until it asks for a session
-    autorun        ``autodist run``: an unmodified tf.compat.v1 script, distributed (``autodist plan``: captured)
-    keras_fit      Keras' fit/evaluate/predict, distributed (keras_data: their batches; keras_steps: their steps)
-    script_session the tf.compat.v1.Session look-alike such a script gets
+    context           JobContext: one process's place in a job (AUTODIST_JOB)
+    limits            the ranges of a job's settings: autodist run's options, AutoDist(...)'s arguments
+    notices           the chief's own console lines about its job (one function, to route them)
+
+    launch/           the chief's coordinator (preflight, ports, scripts, watch, finish), one node's
+                      start, the servers (each node's script hosts its own), signals, node logs
+    session/          this node's session: the graph transformed and initialized (node), the
+                      DistributedSession, fetch/feed mapping, run plans, micro-steps, ad.function
+    watch/            step reports, the progress line, stall reports, the merged timeline,
+                      TensorBoard summaries, a node's views of them
+    recovery/         restarts (``--max-restarts``) and leaving out unreachable nodes (``min_nodes``)
+    keras/            Keras' fit / evaluate / predict, distributed
+    autorun/          ``autodist run``: an unmodified script, distributed (``autodist plan``: captured)
+    calibrate/        the probe that measures a cluster for the cost model (``autodist calibrate``)
 
 A resource spec reaches the TensorFlow servers forward through these modules:
-``api.AutoDist`` -> ``job.Job`` -> ``coordinator.Coordinator`` -> ``autodist.runner``
--> ``server`` (-> ``autodist.spec.cluster`` for the server's configuration).
+``api.AutoDist`` -> ``job.Job`` -> ``launch.coordinator.Coordinator`` -> ``autodist.runner``
+(one runner per node) -> the script on each node, whose ``AutoDist(...)`` -> ``job.Job`` ->
+``launch.member_server.serve`` -> ``launch.server.start_in_process`` -> ``autodist.spec.cluster``
+(the chief's own server: ``Coordinator.launch(serve_chief=True)`` -> ``launch.server``).
 """
 __all__ = []

@@ -18,7 +18,7 @@ from typing import Dict, Optional
 from autodist.spec.rules import task_order
 from autodist.errors import LaunchError
 
-__all__ = ["JobContext", "ENV_VAR", "launched_member"]
+__all__ = ["JobContext", "ENV_VAR", "launched_member", "chief_flags"]
 
 ENV_VAR = "AUTODIST_JOB"
 
@@ -35,7 +35,7 @@ class JobContext:
     workdir: str = ""                  # the job's working directory on this node
     strategy_wait: float = 120.0       # seconds a non-chief waits for the strategy file
     collective_key_base: int = 0       # first collective key (0: derived from the job id)
-    serves: bool = False               # this process hosts its node's server (``runtime.member_server``)
+    serves: bool = False               # this process hosts its node's server (``runtime.launch.member_server``)
 
     @property
     def is_chief(self):
@@ -102,3 +102,10 @@ def launched_member(environ):
     """
     context = JobContext.from_env(environ)
     return context is not None and not context.is_chief
+
+
+def chief_flags(environ):
+    """AutoDist 0.7's ``{"IS_AUTODIST_CHIEF": ..., "IS_AUTODIST_WORKER": ...}`` of a process with ``environ``:
+    a worker is a process an autodist chief launched (:func:`launched_member`), a chief any other."""
+    worker = launched_member(environ)
+    return {"IS_AUTODIST_CHIEF": not worker, "IS_AUTODIST_WORKER": worker}

@@ -6,30 +6,30 @@
     ad.create_distributed_session()         job.open(graph_item)
         chief, no job yet                       build + compile the strategy, then
                                                 one node:  a TensorFlow server in this process
-                                                several:   Coordinator.launch (runtime.coordinator):
+                                                several:   Coordinator.launch (runtime.launch.coordinator):
                                                            this process's server, then a runner
                                                            per node (autodist.runner) starting
                                                            the script there
         member of a job                         the chief writes the strategy, the others read it
                                                 (and the chief's calibration, for AutoStrategy)
         (launched by a chief, or given a JobContext)   a launched member's process hosts its node's
-                                                server from AutoDist() on (runtime.member_server)
-        every node                              open_node_session (runtime.node_session)
+                                                server from AutoDist() on (runtime.launch.member_server)
+        every node                              open_node_session (runtime.session.node)
         every node, every session               job.on_session callbacks (restore-or-initialize, saves)
     ad.function, after the graph grew       job.reopen(graph_item)
     sys.exit(code) inside ad.scope()        job.chief_exiting(code)
     ad.finish_job(...)                      job.finish(...); without a call, at the chief's exit
 
-Under a supervisor (``runtime.restart``: ``autodist run --max-restarts``,
+Under a supervisor (``runtime.recovery.restart``: ``autodist run --max-restarts``,
 ``AutoDist(max_restarts=)``) a new chief is attempt k (``ATTEMPT_ENV``): its
 job failing through another node ends it with ``NODE_FAILED`` (the supervisor
 then starts attempt k+1), and from the second attempt on, with ``min_nodes``,
-nodes that fail preflight are left out (``runtime.shrink``).
+nodes that fail preflight are left out (``runtime.recovery.shrink``).
 
 How a job ends in every case (bounded waits, statuses, signals) is told in
 ``docs/running.md``, "How a job ends". What the chief hands the other nodes
 (the strategy, its calibration, the argv) is ``runtime.strategy_handoff``; the
-session's tracer and scalar log, ``runtime.job_views``.
+session's tracer and scalar log, ``runtime.watch.views``.
 """
 import atexit
 import dataclasses
@@ -43,21 +43,20 @@ import weakref
 
 from autodist.errors import LaunchError, RemoteWorkerError, SessionError
 from autodist.runtime.context import JobContext
-from autodist.runtime.coordinator import Coordinator
+from autodist.runtime.launch.coordinator import Coordinator
 from autodist.runner.srun import pick_launcher
-from autodist.runtime.member_server import note_exit, serve
-from autodist.runtime.node_session import open_node_session
+from autodist.runtime.launch.member_server import note_exit, serve
+from autodist.runtime.session.node import open_node_session
 from autodist.runtime.notices import notice
-from autodist.runtime.progress import Progress
-from autodist.runtime.restart import NODE_FAILED, attempt_of
-from autodist.runtime.shrink import leave_out_unreachable, plan_change, restricted
-from autodist.runtime.stall import DEFAULT_STALL_TIMEOUT, member_stall
-from autodist.runtime.step_report import ReportWriter, StepMonitor
-from autodist.runtime.job_views import JobViews
-from autodist.runtime.node_launch import runner_factory, single_node_job
-from autodist.runtime.strategy_handoff import (build_strategy, keep_calibration, load_strategy, script_argv,
-                                               with_accumulation,
-                                               shipped_calibration, write_calibration)
+from autodist.runtime.watch.progress import Progress
+from autodist.runtime.recovery.restart import NODE_FAILED, attempt_of
+from autodist.runtime.recovery.shrink import leave_out_unreachable, plan_change, restricted
+from autodist.runtime.watch.stall import DEFAULT_STALL_TIMEOUT, member_stall
+from autodist.runtime.watch.step_report import ReportWriter, StepMonitor
+from autodist.runtime.watch.views import JobViews
+from autodist.runtime.launch.node import runner_factory, single_node_job
+from autodist.runtime.strategy_handoff import (adopt_calibration, build_strategy, keep_calibration, load_strategy,
+                                               script_argv, with_accumulation, write_calibration)
 from autodist.spec.cluster import cpu_count_of
 
 __all__ = ["Job", "build_strategy", "load_strategy", "script_argv", "EXIT_NODE_FAILED"]
@@ -74,18 +73,18 @@ class Job:
     (``AUTODIST_JOB``), and any other process is the chief of a new job.
     ``launch_argv`` is what the other nodes run after ``python`` (default:
     this script and its arguments). ``trace_dir`` turns on the merged
-    timeline (``autodist.runtime.timeline``), ``logdir`` TensorBoard scalars
-    (``autodist.runtime.summaries``); every node gets the same values (its script's arguments).
+    timeline (``autodist.runtime.watch.timeline``), ``logdir`` TensorBoard scalars
+    (``autodist.runtime.watch.summaries``); every node gets the same values (its script's arguments).
     ``verbose``: the console shows every line the other nodes print,
     TensorFlow's chatter included (``autodist.runner.console``). ``progress``:
     the chief shows a progress line once its session is open
-    (``autodist.runtime.progress``), with an ETA when ``total_steps``
+    (``autodist.runtime.watch.progress``), with an ETA when ``total_steps``
     (session calls) is given. ``stall_timeout``: seconds a step may make
     no progress before the chief reports the stall and fails the job
-    (``autodist.runtime.stall``; None: never); a launched node gives up on a
+    (``autodist.runtime.watch.stall``; None: never); a launched node gives up on a
     call ``stall.MEMBER_GRACE`` s later by itself (the chief is stopped or frozen).
     ``min_nodes``: a relaunch leaves out the nodes that fail preflight while at
-    least that many remain (``autodist.runtime.shrink``).
+    least that many remain (``autodist.runtime.recovery.shrink``).
     ``launcher``: how the chief starts the other nodes, ``"ssh"`` or ``"srun"``
     (Slurm job steps); None: srun inside a Slurm allocation (``SLURM_JOB_NODELIST``
     in ``environ``), else ssh. ``accumulation_steps``: gradients are accumulated
@@ -216,12 +215,6 @@ class Job:
         self._builder, calibration = keep_calibration(self.strategy_builder, self._spec, may_probe)
         return calibration
 
-    def _adopt_calibration(self, strategy_path):
-        """A member plans as the chief does: with the calibration shipped next to the strategy, if any."""
-        calibration = shipped_calibration(strategy_path)
-        if calibration is not None:
-            self._builder = self.strategy_builder.with_calibration(calibration)
-
     def _launch(self, item, strategy, job_id, calibration):
         argv = self._launch_argv if self._launch_argv is not None else script_argv()
         staging = tempfile.mkdtemp(prefix="autodist-")
@@ -233,8 +226,7 @@ class Job:
                 worker_env=self.worker_env, before_term=self._before_term,
                 runner_factory=runner_factory(self._launcher))
             atexit.register(self._finish_at_exit)
-            context = coordinator.launch(path, argv, os.getcwd(), serve_chief=True, scripts_serve=True,
-                                         staged=staged)
+            context = coordinator.launch(path, argv, os.getcwd(), serve_chief=True, staged=staged)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         self._session_args = (context, coordinator.failure, coordinator.abort)
@@ -253,7 +245,7 @@ class Job:
             strategy.serialize(path)
         else:
             strategy = load_strategy(context)
-            self._adopt_calibration(path)
+            self._builder = adopt_calibration(self.strategy_builder, path)
         failure = self._chief_lost if self._launched_by_chief else None
         self._session_args = (context, failure, None)
         if self._launched_by_chief and self._reporter is None:
@@ -277,7 +269,7 @@ class Job:
 
     # -- reopen ------------------------------------------------------------------------
     def reopen(self, graph_item):
-        """A new session on the running job for ``graph_item`` as it is now (``autodist.runtime.function``).
+        """A new session on the running job for ``graph_item`` as it is now (``autodist.runtime.session.function``).
 
         A function traced after the session exists grows the graph, which the
         session refuses to run. Every node runs the same script and gets here at
@@ -311,7 +303,7 @@ class Job:
         return self._job_views.scalars
 
     def _views(self, context, strategy, item):
-        """The session's tracer and scalar log (``runtime.job_views``): made with the first session."""
+        """The session's tracer and scalar log (``runtime.watch.views``): made with the first session."""
         return self._job_views.for_session(context, strategy, item, self._spec)
 
     # -- finish ------------------------------------------------------------------------
@@ -338,7 +330,7 @@ class Job:
         The other nodes would otherwise wait in their next step for a chief
         that will never take it. The status stays the script's own. A launched
         member notes it: with a failing status its process does not stay to
-        serve (``runtime.member_server``).
+        serve (``runtime.launch.member_server``).
         """
         if self._launched_by_chief:
             note_exit(code)

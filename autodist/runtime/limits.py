@@ -14,7 +14,7 @@ import math
 import numbers
 
 from autodist.errors import ArgumentError
-from autodist.runtime.stall import QUIET_AFTER
+from autodist.runtime.watch.stall import QUIET_AFTER
 
 __all__ = ["MIN_STALL_TIMEOUT", "MAX_SECONDS", "whole", "seconds", "stall_timeout", "restart_backoff",
            "check_min_nodes", "check_job_arguments"]

@@ -2,8 +2,8 @@
 
 One function, so that where these lines go (a console, a progress display) is
 decided in one place. The coordinator announces launches and stops with it;
-stall reports and restarts (``autodist.runtime.stall``,
-``autodist.runtime.restart``) do too.
+stall reports and restarts (``autodist.runtime.watch.stall``,
+``autodist.runtime.recovery.restart``) do too.
 """
 from autodist.runner.base import write_line
 

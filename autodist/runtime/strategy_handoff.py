@@ -7,17 +7,18 @@ hand-off itself, through the job's directory on every node::
              keep_calibration(builder, spec)     -> <workdir>/<JOB_CALIBRATION_FILE> (AutoStrategy)
              script_argv()                       -> ["/abs/train.py", "--epochs", "3"]
     member   load_strategy(context)              <- strategy.pb (waits for it, bounded)
-             shipped_calibration(strategy_path)  <- the calibration next to it, or None
+             adopt_calibration(builder, path)    <- the calibration next to it: the chief's plan
 """
 import os
 import sys
 
 from autodist.errors import LaunchError, StrategyError
-from autodist.kernel.contract import write_accumulation_steps
+from autodist.plan.strategy import Strategy, assemble
 from autodist.runner.base import wait_until
+from autodist.runtime.calibrate.first_probe import calibration_for_planning
 
-__all__ = ["build_strategy", "with_accumulation", "accumulation_of", "load_strategy", "keep_calibration", "write_calibration", "shipped_calibration",
-           "script_argv"]
+__all__ = ["build_strategy", "with_accumulation", "accumulation_of", "load_strategy", "keep_calibration",
+           "write_calibration", "adopt_calibration", "shipped_calibration", "script_argv"]
 
 
 def build_strategy(graph_item, resource_spec, builder):
@@ -34,12 +35,7 @@ def with_accumulation(strategy, graph_item, requested):
     steps = accumulation_of(requested, graph_item)
     if steps <= 1:   # builders plan every call
         return strategy
-    from autodist.proto import strategy_pb2
-    from autodist.strategies.base import Strategy
-    proto = strategy_pb2.Strategy()
-    proto.CopyFrom(strategy.proto)
-    write_accumulation_steps(proto, steps)
-    return Strategy.with_content_id(proto)
+    return assemble(strategy.node_config, strategy.graph_config.replicas, steps)
 
 
 def accumulation_of(requested, graph_item):
@@ -53,7 +49,6 @@ def accumulation_of(requested, graph_item):
 
 def load_strategy(context):
     """A member's strategy: the file the chief wrote (waits for it, bounded)."""
-    from autodist.strategies.base import Strategy
     path = os.path.expanduser(context.strategy_path)  # a path on this node, maybe "~/..."
     if not wait_until(lambda: os.path.exists(path), context.strategy_wait, 0.2):
         raise LaunchError("node {}: the chief's strategy did not appear at {} within {:.0f} s".format(
@@ -64,8 +59,10 @@ def load_strategy(context):
 def keep_calibration(builder, resource_spec, may_probe=False):
     """``(builder, calibration)``: the chief's calibration for ``builder`` (None: it plans without one) and
     the builder fixed on it for the job; every node gets the same calibration with the strategy.
-    ``may_probe``: the chief launches the job now, and may measure a cluster it has no figures of."""
-    calibration = builder.job_calibration(resource_spec, may_probe=may_probe)
+    ``may_probe``: the chief launches the job now, and may measure a cluster it has no figures of
+    (``calibrate.first_probe.calibration_for_planning``, which the builder calls if it wants figures)."""
+    measure = calibration_for_planning if may_probe else None
+    calibration = builder.job_calibration(resource_spec, measure=measure)
     if calibration is not None:
         builder = builder.with_calibration(calibration)
     return builder, calibration
@@ -75,6 +72,12 @@ def write_calibration(directory, calibration):
     """Write the job's calibration into ``directory`` (next to the strategy); its path."""
     from autodist.strategies.cost.calibration import JOB_CALIBRATION_FILE, write_calibration_file
     return write_calibration_file(os.path.join(directory, JOB_CALIBRATION_FILE), calibration)
+
+
+def adopt_calibration(builder, strategy_path):
+    """``builder`` planning as the chief does: with the calibration shipped next to the strategy, if any."""
+    calibration = shipped_calibration(strategy_path)
+    return builder if calibration is None else builder.with_calibration(calibration)
 
 
 def shipped_calibration(strategy_path):

@@ -10,7 +10,7 @@ wait forever.
 """
 import tensorflow as tf
 
-from autodist.kernel.names import WORKER_JOB, collective_group_leader
+from autodist.plan.names import WORKER_JOB, collective_group_leader
 
 __all__ = ["node_config", "start_server", "cpu_count_of"]
 

@@ -17,7 +17,7 @@ two engines (``ps.PS`` and ``all_reduce.AllReduce``) plus their composition
 Every algorithm reads only what ``inputs`` gives it (``BuilderVariable`` lists
 and device names), so ``builder.build_from_variables(variables, resource_spec)``
 runs on synthetic lists and this package does not import TensorFlow. Builders
-write the Strategy (the plan) through ``autodist.kernel.contract``, and
+write the Strategy (the plan) through ``autodist.plan.contract``, and
 ``report`` reads it through the same module into the tables of
 ``autodist plan``.
 """

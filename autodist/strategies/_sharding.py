@@ -1,7 +1,7 @@
 """Partitioning arithmetic of the builders: which variables to split, into how many shards, how large.
 
 How a split is written into the Strategy (partitioner string, shard names,
-the even split) is the contract's (``autodist.kernel.contract.Partition``);
+the even split) is the contract's (``autodist.plan.contract.Partition``);
 this module only decides. Which variables may be split at all is decided
 here (:func:`shard_count`), so that every builder refuses the same things:
 variables consumed inside control flow (the kernels cannot rewrite their

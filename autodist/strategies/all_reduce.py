@@ -24,7 +24,7 @@ the last layers can go on the wire while earlier layers still compute
 Presets (``partitioned_ar``) only replace :meth:`AllReduce.split_axis`, the
 choice of the axis a large variable is split along.
 """
-from autodist.kernel.contract import AllReduceEntry, CollectiveSpec, Compressor, Partition, variable_entry
+from autodist.plan.contract import AllReduceEntry, CollectiveSpec, Compressor, Partition, variable_entry
 from autodist.strategies._arguments import check_bucket_bytes, check_choice, check_chunk_size
 from autodist.strategies._sharding import shard_count, splittable
 from autodist.strategies.base import VariableStrategyBuilder

@@ -34,15 +34,17 @@ within the model's error is not worth leaving a preset for.
 
 What the choice depends on, so that every node that builds gets the same plan:
 the variables, the spec, and the calibration rounded to two significant digits
-(:meth:`Calibration.rounded`): by default the probe's cache for the spec; a
-cluster without one is probed when a job's chief first plans for it, before
-it launches the job (``cost.first_probe``: ``autodist calibrate`` in a child
-process, 15-30 s, cached); elsewhere (``autodist plan``, a member, a chief
-given its job context) and with ``probe=False``, the spec's prior. A job plans with its chief's: the chief ships it with the
-strategy (``calibration.json`` in the job directory) and every node that
-builds again (a session reopened by ``ad.function``) uses it
-(:meth:`with_calibration`), whatever its own cache holds. The compute
-figure is the graph's float-operation estimate (a deterministic function of the
+(:meth:`Calibration.rounded`): by default the probe's cache for the spec, else
+the spec's prior. The builder never measures anything itself: a job's chief
+that first plans for a cluster without a cache passes a ``measure`` function
+(``autodist.runtime.calibrate.first_probe``: ``autodist calibrate`` in a child
+process, 15-30 s, cached) to :meth:`job_calibration`, which calls it unless
+``probe=False``; elsewhere (``autodist plan``, a member, a chief given its job
+context) the cache or the prior. A job plans with its chief's: the chief ships
+it with the strategy (``calibration.json`` in the job directory) and every
+node that builds again (a session reopened by ``ad.function``) uses it
+(:meth:`with_calibration`), whatever its own cache holds. The compute figure
+is the graph's float-operation estimate (a deterministic function of the
 graph), not a timing; a measured ``compute`` may be passed by a caller that
 builds once (``autodist plan`` reports measured predictions separately).
 """
@@ -50,14 +52,13 @@ import dataclasses
 import math
 from typing import Tuple
 
-from autodist.kernel.contract import AllReduceEntry, Partition, PSEntry, read_entries, variable_entry, write_entry
-from autodist.proto import strategy_pb2
+from autodist.plan.contract import AllReduceEntry, Partition, PSEntry, read_entries, variable_entry
+from autodist.plan.strategy import Strategy, assemble
 from autodist.strategies._arguments import check_bool
 from autodist.strategies.all_reduce import AllReduce
-from autodist.strategies.base import Strategy, StrategyBuilder
-from autodist.strategies.cost import Compute, predict
+from autodist.strategies.base import StrategyBuilder
+from autodist.strategies.cost import Compute, cluster_calibration, predict
 from autodist.strategies.cost.calibration import spec_key
-from autodist.strategies.cost.first_probe import calibration_for_planning
 from autodist.strategies.cost.model import beyond_compute_s, exposed_comm_s, fixed_step_s, node_comm_s, wait_s
 from autodist.strategies.cost.traffic import StepTraffic, add_entry, group_overhead
 from autodist.strategies.inputs import all_cpu_servers, builder_variables, is_cpu, replica_devices
@@ -106,8 +107,8 @@ class AutoStrategy(StrategyBuilder):
     least ``SEARCH_MARGIN`` cheaper still (see the module docstring).
 
     ``calibration``: a :class:`~autodist.strategies.cost.Calibration` (default:
-    the cached probe of the spec; without one, a probe when a job's chief
-    launches the job, else the spec's prior; ``probe=False``: never a probe).
+    the cached probe of the spec; without one, what a job's chief measures when
+    it launches the job, else the spec's prior; ``probe=False``: never measured).
     ``compute``: a
     :class:`~autodist.strategies.cost.Compute` of one replica's step (default:
     estimated from the graph's float operations at ``batch`` examples).
@@ -141,16 +142,16 @@ class AutoStrategy(StrategyBuilder):
         """The rounded calibration the search uses on ``resource_spec``."""
         return self.job_calibration(resource_spec).rounded()
 
-    def job_calibration(self, resource_spec, may_probe=False):
-        """The calibration given, else the probe's cache for ``resource_spec``, else a probe now when a
-        chief about to launch a job asks (``may_probe``, and ``probe``), else the spec's prior."""
+    def job_calibration(self, resource_spec, measure=None):
+        """The calibration given, else what ``measure(resource_spec)`` finds when a chief about to launch a
+        job passes it (and ``probe``), else the probe's cache for ``resource_spec``, else the spec's prior."""
         if self._calibration is not None:
             return self._calibration
         key = spec_key(resource_spec)
         if key in self._planned:   # kept per cluster: a failed probe is not tried again at every build
             return self._planned[key]
-        found = calibration_for_planning(resource_spec, probe=may_probe and self._probe)
-        if may_probe or found.source == "probe":
+        found = measure(resource_spec) if measure is not None and self._probe else cluster_calibration(resource_spec)
+        if measure is not None or found.source == "probe":
             self._planned[key] = found
         return found
 
@@ -275,8 +276,4 @@ class _Search:
 
     def strategy(self):
         """The current entries as a Strategy."""
-        proto = strategy_pb2.Strategy()
-        for entry in self.entries:
-            write_entry(proto.node_config.add(), entry)
-        proto.graph_config.replicas.extend(self.replicas)
-        return Strategy.with_content_id(proto)
+        return assemble(self.entries, self.replicas)

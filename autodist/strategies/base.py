@@ -1,164 +1,21 @@
-"""Strategy (the plan: a protobuf), StrategyBuilder and the base of builders that read variables.
+"""StrategyBuilder and the base of builders that read variables.
 
-A strategy says, per variable, how it is synchronized (parameter server or
-all-reduce, with their settings) and partitioned, and which devices run
-replicas. It is data: builders return it, the compiler maps it to a new one,
-files hold it, and every process of a job must hold byte-identical copies.
-Hence its id is derived from its content (no clock, no randomness)::
+    strategy = PSLoadBalancing().build(graph_item, resource_spec)   # a Strategy (autodist.plan.strategy)
 
-    strategy = PSLoadBalancing().build(graph_item, resource_spec)
-    strategy.id                      # 'c0a1...' (16 hex digits of a SHA-256)
-    path = strategy.serialize()      # ~/.autodist/strategies/<id>, mode 0600
-    same = Strategy.deserialize(strategy.id)
-
-``StrategyCompiler`` lives in ``autodist.strategies.compiler``; it is also a
-name of this module, where AutoDist has it (loaded on first use: the compiler
-imports this module).
+A builder reads a captured graph and a cluster and returns a plan; it writes
+each variable as the contract's typed entry and ``autodist.plan.strategy.assemble``
+makes the message. ``Strategy`` (with ``content_id`` and ``DEFAULT_STRATEGY_DIR``)
+and ``StrategyCompiler`` are names of this module too, where AutoDist 0.7 users
+import them (``autodist.strategy.base``).
 """
 import abc
-import hashlib
-import os
 
-from google.protobuf import message as _message
-from google.protobuf import text_format
-
-from autodist.errors import StrategyError
-from autodist.fileio import atomic_write_bytes
-from autodist.kernel.contract import write_entry
-from autodist.proto import strategy_pb2
+from autodist.plan.strategy import DEFAULT_STRATEGY_DIR, Strategy, assemble, content_id
+from autodist.strategies.compiler import StrategyCompiler
 from autodist.strategies.inputs import builder_variables, replica_devices
 
-__all__ = ["Strategy", "StrategyBuilder", "StrategyCompiler", "VariableStrategyBuilder",
-           "DEFAULT_STRATEGY_DIR", "content_id"]
-
-#: Where ``Strategy.serialize()`` writes without a path (``~`` expanded when writing).
-DEFAULT_STRATEGY_DIR = os.path.join("~", ".autodist", "strategies")
-
-
-def __getattr__(name):
-    if name == "StrategyCompiler":   # AutoDist's import path; the class is in compiler.py
-        from autodist.strategies.compiler import StrategyCompiler
-        return StrategyCompiler
-    raise AttributeError("module {!r} has no attribute {!r}".format(__name__, name))
-
-
-def content_id(proto):
-    """16 hex digits of the SHA-256 of the plan, ignoring the ``id`` and ``path`` fields."""
-    if proto.id or proto.path:
-        bare = strategy_pb2.Strategy()
-        bare.CopyFrom(proto)
-        bare.ClearField("id")
-        bare.ClearField("path")
-        proto = bare
-    return hashlib.sha256(proto.SerializeToString(deterministic=True)).hexdigest()[:16]
-
-
-def _default_path(strategy_id):
-    return os.path.join(os.path.expanduser(DEFAULT_STRATEGY_DIR), strategy_id)
-
-
-class Strategy:
-    """A distribution plan: wraps an ``autodist.proto.Strategy`` message.
-
-    ``Strategy(proto)`` wraps the message without copying it. ``id`` is the
-    stored id or, while none is stored, the content hash (builders and the
-    compiler store it). ``node_config`` and ``graph_config`` are the proto's
-    own fields, so they can be edited in place; a stored id does not follow
-    such edits (:meth:`with_content_id` recomputes it).
-    """
-
-    def __init__(self, strategy=None):
-        if strategy is None:
-            strategy = strategy_pb2.Strategy()
-        elif not isinstance(strategy, strategy_pb2.Strategy):
-            raise TypeError("Strategy() wraps an autodist.proto.Strategy message, got {!r}".format(
-                type(strategy).__name__))
-        self._proto = strategy
-
-    @classmethod
-    def with_content_id(cls, proto):
-        """Wrap ``proto`` after storing its content hash as its id."""
-        proto.id = content_id(proto)
-        return cls(proto)
-
-    @property
-    def proto(self):
-        return self._proto
-
-    @property
-    def id(self):
-        return self._proto.id or content_id(self._proto)
-
-    @property
-    def path(self):
-        return self._proto.path
-
-    @property
-    def node_config(self):
-        return self._proto.node_config
-
-    @property
-    def graph_config(self):
-        return self._proto.graph_config
-
-    def copy(self):
-        """An independent copy (same id and path)."""
-        proto = strategy_pb2.Strategy()
-        proto.CopyFrom(self._proto)
-        return Strategy(proto)
-
-    def serialize(self, path=None):
-        """Write the strategy to ``path`` (default ``~/.autodist/strategies/<id>``); returns it.
-
-        The write is atomic and the file is private (mode 0600): it names the
-        cluster's devices. The id is stored first and the absolute path is
-        recorded in the strategy, so ``self.path`` reads it back.
-        """
-        self._proto.id = self.id
-        if path is None:
-            path = _default_path(self._proto.id)
-            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        path = os.path.abspath(os.fspath(path))
-        self._proto.path = path
-        atomic_write_bytes(path, self._proto.SerializeToString(deterministic=True), mode=0o600)
-        return path
-
-    @classmethod
-    def deserialize(cls, strategy_id=None, path=None):
-        """Read a strategy by id (from the default directory) or from ``path``.
-
-        With both, the file's id must be ``strategy_id``: a worker must never
-        run a plan other than the chief's.
-        """
-        if strategy_id is None and path is None:
-            raise StrategyError("Strategy.deserialize needs a strategy_id or a path")
-        read_from = os.fspath(path) if path is not None else _default_path(strategy_id)
-        with open(read_from, "rb") as handle:
-            data = handle.read()
-        proto = strategy_pb2.Strategy()
-        try:
-            proto.ParseFromString(data)
-        except _message.DecodeError as exc:
-            raise StrategyError("{}: not a serialized autodist Strategy ({})".format(
-                read_from, exc)) from None
-        if strategy_id is not None and proto.id != strategy_id:
-            raise StrategyError("{}: holds strategy {!r}, expected {!r}".format(
-                read_from, proto.id, strategy_id))
-        return cls(proto)
-
-    def __eq__(self, other):
-        return isinstance(other, Strategy) and self._proto == other._proto
-
-    def __hash__(self):
-        return hash(self.id)
-
-    def __str__(self):
-        """The protobuf text form: one block per node, readable and parseable."""
-        return text_format.MessageToString(self._proto)
-
-    def __repr__(self):
-        return "<Strategy {}: {} nodes, {} replicas>".format(
-            self.id, len(self._proto.node_config), len(self._proto.graph_config.replicas))
+__all__ = ["Strategy", "StrategyBuilder", "StrategyCompiler", "VariableStrategyBuilder", "DEFAULT_STRATEGY_DIR",
+           "content_id"]
 
 
 class StrategyBuilder(abc.ABC):
@@ -173,11 +30,12 @@ class StrategyBuilder(abc.ABC):
     def build(self, graph_item, resource_spec):
         """Return a :class:`Strategy` for ``graph_item`` on ``resource_spec``."""
 
-    def job_calibration(self, resource_spec, may_probe=False):
+    def job_calibration(self, resource_spec, measure=None):
         """The cluster measurements (a ``cost.Calibration``) this builder plans with on ``resource_spec``,
         which a job ships from its chief to every node; None for a builder that plans from the graph and
-        the spec alone (every preset). ``may_probe``: the caller is a chief about to launch a job on
-        ``resource_spec``, which may measure a cluster it has no figures of."""
+        the spec alone (every preset). ``measure(resource_spec) -> Calibration``: given by a chief about to
+        launch a job on ``resource_spec`` (``autodist.runtime.calibrate``), which measures a cluster that
+        has no figures yet; a builder never starts a process itself."""
         return None
 
     def with_calibration(self, calibration):
@@ -206,13 +64,9 @@ class VariableStrategyBuilder(StrategyBuilder):
         """The Strategy for a list of BuilderVariables (nodes in list order)."""
         variables = list(variables)
         layout = self.layout(variables, resource_spec)
-        proto = strategy_pb2.Strategy()
-        add = proto.node_config.add
         entry_of = self.variable_entry
-        for var, placement in zip(variables, layout):
-            write_entry(add(), entry_of(var, placement))
-        proto.graph_config.replicas.extend(replica_devices(resource_spec))
-        return Strategy.with_content_id(proto)
+        return assemble([entry_of(var, placement) for var, placement in zip(variables, layout)],
+                        replica_devices(resource_spec))
 
     @abc.abstractmethod
     def layout(self, variables, resource_spec):

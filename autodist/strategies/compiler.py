@@ -12,14 +12,14 @@ already in ``/job:`` form pass unchanged (compiling twice is compiling once).
 Entries for variables that have no gradient update in the GraphItem are
 dropped, since there is nothing to synchronize. The result carries the hash of
 its own content as id. The nodes are copied as they are, only their devices
-replaced (``contract.map_destinations``), so compiling never reformats them.
+replaced (``contract.with_destinations``), so compiling never reformats them;
+``autodist.plan.strategy.assemble`` makes the new plan.
 """
 from autodist.errors import ResourceSpecError, StrategyError
-from autodist.kernel.contract import map_destinations, op_name, write_accumulation_steps
-from autodist.kernel.names import worker_device
-from autodist.proto import strategy_pb2
+from autodist.plan.contract import op_name, with_destinations
+from autodist.plan.names import worker_device
+from autodist.plan.strategy import assemble
 from autodist.spec.resource_spec import DeviceSpec
-from autodist.strategies.base import Strategy
 
 __all__ = ["StrategyCompiler"]
 
@@ -35,17 +35,12 @@ class StrategyCompiler:
         """A new Strategy: variables without gradients dropped, device names resolved."""
         updated = set(self._graph_item.var_op_name_to_grad_info)
         resolve = _DeviceResolver(self._resource_spec)
-        proto = strategy_pb2.Strategy()
-        for node in strategy.node_config:
-            if op_name(node.var_name) not in updated:
-                continue
-            new = proto.node_config.add()
-            new.CopyFrom(node)
-            map_destinations(new, lambda device, var_name: resolve(device, "variable {!r}".format(var_name)))
-        for replica in strategy.graph_config.replicas:
-            proto.graph_config.replicas.append(resolve(replica, "graph_config.replicas"))
-        write_accumulation_steps(proto, strategy.graph_config.accumulation_steps)
-        return Strategy.with_content_id(proto)
+        def resolve_variable(device, var_name):
+            return resolve(device, "variable {!r}".format(var_name))
+        nodes = [with_destinations(node, resolve_variable) for node in strategy.node_config
+                 if op_name(node.var_name) in updated]
+        replicas = [resolve(replica, "graph_config.replicas") for replica in strategy.graph_config.replicas]
+        return assemble(nodes, replicas, strategy.graph_config.accumulation_steps)
 
 
 class _DeviceResolver:

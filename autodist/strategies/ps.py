@@ -16,7 +16,7 @@ loaded one. Entries are written in the variables' order (the GraphItem's
 record order), whatever order placement used. See ``partitioned_ps`` for the
 shard-count rule.
 """
-from autodist.kernel.contract import Partition, PSEntry, even_sizes, variable_entry
+from autodist.plan.contract import Partition, PSEntry, even_sizes, variable_entry
 from autodist.strategies._arguments import check_bool, check_staleness
 from autodist.strategies._placement import LoadBalancer, largest_first
 from autodist.strategies._sharding import shard_count, water_fill

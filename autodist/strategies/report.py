@@ -21,17 +21,17 @@ mean of the bytes held by the candidate servers (every CPU device, and any
 other device a PS node names); 1.0 when no variable uses a parameter server,
 as all replicas then hold the same bytes.
 
-The strategy is read through ``autodist.kernel.contract`` (the kernel reads
+The strategy is read through ``autodist.plan.contract`` (the kernel reads
 the same entries), so the report shows what the kernel will do.
 """
 import dataclasses
 from typing import Optional, Tuple
 
-from autodist.kernel.contract import read_entries
+from autodist.plan.contract import read_entries
 from autodist.strategies.inputs import keeps_proxy, node_of
 
 __all__ = ["ShardRow", "VariableRow", "DeviceRow", "PlanReport", "plan_report", "format_table",
-           "ring_all_reduce_bytes", "ps_push_pull_bytes", "server_loads", "load_imbalance",
+           "ring_all_reduce_bytes", "ps_push_pull_bytes", "load_imbalance",
            "human_bytes", "pieces"]
 
 _SYNCHRONIZER_NAMES = {"ps": "PS", "ar": "AllReduce"}
@@ -162,11 +162,6 @@ def _loads(entries, by_name, resource_spec):
             if part is not None and part.kind == "ps":
                 loads[part.destination] = loads.get(part.destination, 0) + nbytes
     return loads
-
-
-def server_loads(strategy, variables, resource_spec):
-    """``{device: bytes held as parameter server}`` over the candidate servers."""
-    return _loads(read_entries(strategy), {v.name: v for v in variables}, resource_spec)
 
 
 def load_imbalance(loads):

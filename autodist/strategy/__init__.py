@@ -1,4 +1,4 @@
-"""``autodist.strategy``, AutoDist's name for the builders' package: the same objects as ``autodist.strategies``.
+"""``autodist.strategy``: AutoDist 0.7's import path, no logic of its own (the names of ``autodist.strategies``).
 
 AutoDist code reads ``from autodist.strategy import PS, AllReduce`` and
 ``from autodist.strategy.base import Strategy, StrategyBuilder`` for custom

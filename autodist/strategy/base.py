@@ -1,4 +1,4 @@
-"""``autodist.strategy.base``, AutoDist's module for custom builders: the objects of ``autodist.strategies.base``."""
+"""``autodist.strategy.base``: AutoDist 0.7's import path, no logic of its own (names of ``strategies.base``)."""
 from autodist.strategies.base import (DEFAULT_STRATEGY_DIR, Strategy, StrategyBuilder, StrategyCompiler,
                                       VariableStrategyBuilder, content_id)
 

@@ -171,7 +171,7 @@ def test_ad_function_runs_batch_norm_updates(spec, data):
 def test_fit_evaluate_and_predict_fail_at_once_inside_the_scope_only(spec):
     """A model not compiled in the scope, and the *_on_batch methods of any, stop at once; compile is restored.
 
-    (A model compiled in the scope gets distributed fit/evaluate/predict: tests/runtime/test_keras_fit.py.)
+    (A model compiled in the scope gets distributed fit/evaluate/predict: tests/runtime/keras/test_keras_fit.py.)
     """
     originals = {name: keras.Model.__dict__.get(name) for name in GUARDED_METHODS + ("compile",)}
     ad = AutoDist(spec, AllReduce())

@@ -8,7 +8,7 @@ from autodist import cli
 from autodist.cli import build_parser
 from autodist.cli.run import _attempt_argv, resource_spec_of, worker_argv
 from autodist.errors import LaunchError, ResourceSpecError
-from autodist.runtime.coordinator import default_runner, runner_factory
+from autodist.runtime.launch.coordinator import default_runner, runner_factory
 from autodist.runner.srun import pick_launcher, srun_runner
 
 ALLOCATION = {"SLURM_JOB_NODELIST": "n[01-02]", "SLURMD_NODENAME": "n02", "SLURM_JOB_CPUS_PER_NODE": "8(x2)"}

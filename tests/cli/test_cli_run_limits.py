@@ -12,7 +12,7 @@ import pytest
 
 from autodist import cli
 from autodist.errors import ArgumentError
-from autodist.runtime.restart import ATTEMPT_ENV
+from autodist.runtime.recovery.restart import ATTEMPT_ENV
 
 SPECS = pathlib.Path(__file__).resolve().parents[2] / "resource_specs"
 TWO_NODES = str(SPECS / "loopback_two_nodes.yml")

@@ -112,7 +112,7 @@ def run_node(case, address, servers, chief, spec_path, rows):
 def reset(job_id, target):
     """Drop a finished job's resources from a long-lived server (after every node is done)."""
     import tensorflow as tf
-    from autodist.kernel.names import job_container
+    from autodist.plan.names import job_container
     tf.compat.v1.Session.reset(target, [job_container(job_id)])
 
 

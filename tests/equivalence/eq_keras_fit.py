@@ -10,7 +10,7 @@ it (``fit`` on the whole data, which ``fit`` itself shares out among the nodes;
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "runtime"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "runtime", "keras"))
 
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402

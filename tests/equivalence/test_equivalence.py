@@ -72,7 +72,7 @@ _ALL_CNN = {"conv2d/kernel", "conv2d/bias", "dense/kernel", "dense/bias"}
     (10.0, set(), _ALL_CNN),
 ], ids=["split", "proxied"])
 def test_searched_plan_equivalent_to_single_device(compute_s, split_names, proxied_names, pools, tmp_path):
-    from autodist.kernel.contract import read_entries
+    from autodist.plan.contract import read_entries
     from autodist.strategies.base import Strategy
     from autodist.strategies.cost import Calibration, Compute
     topology = "2nodes-1+1"

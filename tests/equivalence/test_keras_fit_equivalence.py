@@ -3,11 +3,11 @@
 Every builder (and AutoStrategy) x {dense, CNN, Embedding}: the history
 (losses, metrics, validation), ``evaluate``, ``predict`` and the final weights
 on every node equal plain eager Keras on one device with the same seed, data
-and global batch (``tests/runtime/keras_fit_models.py``). The nodes are the
+and global batch (``tests/runtime/keras/keras_fit_models.py``). The nodes are the
 equivalence harness's long-lived processes (one TensorFlow server each,
 shared with ``test_equivalence.py``: ``conftest.py``); each case is a job of
 its own. The one-node matrix is
-``tests/runtime/test_keras_fit.py``; ``tests/job/test_keras_fit_job.py``
+``tests/runtime/keras/test_keras_fit.py``; ``tests/job/test_keras_fit_job.py``
 launches real jobs.
 """
 import functools
@@ -19,7 +19,7 @@ import pytest
 
 import eq_harness as harness
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "runtime"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "runtime", "keras"))
 
 from keras_fit_models import BUILDERS, KINDS, check, reference  # noqa: E402
 

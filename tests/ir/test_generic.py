@@ -43,7 +43,7 @@ def test_tensor_from_values():
         GenericTensor([1.0], "float32")
 
 
-def test_tensor_from_proto_decodes_lazily_and_keeps_its_own_copy(tf):
+def test_generic_tensor_from_proto_decodes_lazily_and_keeps_its_own_copy(tf):
     proto = tf.make_tensor_proto(np.arange(6, dtype=np.float32).reshape(2, 3))
     tensor = GenericTensor.from_proto(proto)
     assert tensor._array is _UNDECODED and tensor.shape == (2, 3)

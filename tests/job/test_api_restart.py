@@ -77,7 +77,7 @@ def _kill_worker_script(chief, count, after):
     job_id = _job_ids(chief)[count - 1]
     chief.wait_for(after, 150)
     killed_at = time.monotonic()
-    os.killpg(_pgid_of(job_id, server=False), signal.SIGKILL)
+    os.killpg(_pgid_of(job_id), signal.SIGKILL)
     chief.lines[:] = [(t, line.replace(" loss ", " was seen ")) for t, line in chief.lines]   # printed again later
     return killed_at
 
@@ -129,7 +129,7 @@ def test_min_nodes_resumes_on_the_node_left_when_the_other_cannot_be_reached(sup
     wait_until(lambda: _job_ids(chief), 150)
     chief.wait_for(r"\[127\.0\.0\.2\] step 6 loss", 150)   # after the checkpoint at global step 4
     unreachable_second_node(spec)
-    os.killpg(_pgid_of(_job_ids(chief)[0], server=False), signal.SIGKILL)
+    os.killpg(_pgid_of(_job_ids(chief)[0]), signal.SIGKILL)
     assert chief.wait(240) == 0, chief.output()[-4000:]
     out = chief.output()
     assert re.search(r"\[autodist\] attempt 2: leaving out 127\.0\.0\.2 \(.*\): 1 of 2 nodes remain", out), out

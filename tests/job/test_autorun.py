@@ -10,10 +10,10 @@ import pytest
 import tensorflow as tf
 
 from autodist.api import AutoDist
-from autodist.runtime.autorun import NUM_WORKERS_ENV, WORKER_INDEX_ENV, run_script
+from autodist.runtime.autorun.run import NUM_WORKERS_ENV, WORKER_INDEX_ENV, run_script
 from autodist.errors import CaptureError, SessionError
 from autodist.runner.console import is_chatter
-from autodist.runtime.server import READY
+from autodist.runtime.launch.server import READY
 from jobtools import REPO, job_processes
 
 SINGLE = os.path.join(REPO, "resource_specs", "single_node_cpu.yml")
@@ -230,7 +230,7 @@ class _Recorder:
 
 
 def test_only_groups_of_initializers_are_taken_apart():
-    from autodist.runtime.script_session import AutorunSession
+    from autodist.runtime.autorun.script_session import AutorunSession
     graph = tf.Graph()
     with graph.as_default():
         w = tf.compat.v1.get_variable("w", initializer=tf.constant([[2.0]]))

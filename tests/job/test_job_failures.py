@@ -28,15 +28,13 @@ def _cmdline(pid):
         return f.read().replace(b"\0", b" ").decode("utf-8", "replace")
 
 
-def _pgid_of(job_id, server):
-    """The process group of the other node's server (or script), found by the job id."""
+def _pgid_of(job_id):
+    """The process group of the other node's script (which hosts its server), found by the job id."""
     for pid in job_processes(job_id):
         command = _cmdline(pid)
-        is_server = "autodist.runtime.server" in command
-        if is_server == server and ("python" in command.split()[0]) and os.getpgid(pid) == pid:
+        if "python" in command.split()[0] and os.getpgid(pid) == pid:
             return pid
-    raise AssertionError("no {} of job {} among {}".format("server" if server else "script", job_id,
-                                                           {p: _cmdline(p) for p in job_processes(job_id)}))
+    raise AssertionError("no script of job {} among {}".format(job_id, {p: _cmdline(p) for p in job_processes(job_id)}))
 
 
 def _start_training(chiefs, spec, strategy="AllReduce", extra=()):
@@ -69,7 +67,7 @@ def test_killed_worker_script_stops_its_job_and_only_its_job(chiefs):
     bystander = chiefs([SCRIPT, LOOPBACK, "--seed", "3", "--steps", "30", "--sleep", "0.5"])
     chief = _start_training(chiefs, LOOPBACK)
     bystander.wait_for(r"\[127\.0\.0\.2\] STEP 0$", 150)
-    pgid = _pgid_of(chief.job_id, server=False)
+    pgid = _pgid_of(chief.job_id)
     assert bystander.proc.poll() is None and bystander.find(r"STEP 29$") is None
     killed_at = time.monotonic()
     os.killpg(pgid, signal.SIGKILL)
@@ -83,12 +81,12 @@ def test_killed_worker_script_stops_its_job_and_only_its_job(chiefs):
 
 @pytest.mark.ssh
 def test_killed_node_process_over_ssh_stops_a_chief_busy_outside_the_session(chiefs, ssh_spec):
-    # The node's TensorFlow server lives in its script's process (runtime.member_server): one kill ends both.
+    # The node's TensorFlow server lives in its script's process (runtime.launch.member_server): one kill ends both.
     chief = _start_training(chiefs, ssh_spec(remote=("127.0.0.2",)), strategy="PS",
                             extra=["--chief-pause-at", "4", "--chief-pause", "120"])
     chief.wait_for(r"^PAUSE$", 60)
-    assert all("autodist.runtime.server" not in _cmdline(p) for p in job_processes(chief.job_id))
-    pgid = _pgid_of(chief.job_id, server=False)
+    assert all("autodist.runtime.launch.server" not in _cmdline(p) for p in job_processes(chief.job_id))
+    pgid = _pgid_of(chief.job_id)
     killed_at = time.monotonic()
     os.killpg(pgid, signal.SIGKILL)
     _assert_stopped(chief, killed_at, "training script exited with code 137 (killed by SIGKILL)")

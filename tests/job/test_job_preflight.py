@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from autodist.runtime.coordinator import Coordinator
+from autodist.runtime.launch.coordinator import Coordinator
 from autodist.errors import PreflightError
 from autodist.spec.resource_spec import ResourceSpec
 from autodist.runner import new_job_id

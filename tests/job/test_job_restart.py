@@ -40,7 +40,7 @@ def _kill_worker_script(chief, count):
     job_id = _job_ids(chief)[count - 1]
     chief.wait_for(r"\[127\.0\.0\.2\] step 6 loss", 150)   # after the checkpoint at global step 4
     killed_at = time.monotonic()
-    os.killpg(_pgid_of(job_id, server=False), signal.SIGKILL)
+    os.killpg(_pgid_of(job_id), signal.SIGKILL)
     chief.lines[:] = [(t, line.replace("step 6 loss", "step 6 was seen")) for t, line in chief.lines]
     return killed_at
 

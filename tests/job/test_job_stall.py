@@ -24,7 +24,7 @@ def test_a_stopped_node_is_named_in_a_stall_report_and_the_job_ends(chiefs):
     chief = chiefs([SCRIPT, LOOPBACK, "--strategy", "AllReduce", "--steps", "100000", "--sleep", "0.1",
                     "--stall-timeout", str(STALL_TIMEOUT), "--chief-reads", "2"])
     chief.wait_for(r"\[127\.0\.0\.2\] STEP 15$", 150)   # its reports have come for a while
-    pgid = _pgid_of(chief.job_id, server=False)
+    pgid = _pgid_of(chief.job_id)
     stopped_at = time.monotonic()
     os.killpg(pgid, signal.SIGSTOP)
     try:
@@ -57,12 +57,12 @@ def test_a_stopped_node_is_named_in_a_stall_report_and_the_job_ends(chiefs):
 
 def test_a_node_gives_up_on_a_stopped_chief_within_the_stall_timeout_and_its_grace(chiefs):
     """The chief (stopped) cannot report its own stall: the other node bounds its step itself."""
-    from autodist.runtime.stall import MEMBER_GRACE
+    from autodist.runtime.watch.stall import MEMBER_GRACE
     timeout = 4.0
     chief = chiefs([SCRIPT, LOOPBACK, "--strategy", "AllReduce", "--steps", "100000", "--sleep", "0.1",
                     "--stall-timeout", str(timeout)])
     chief.wait_for(r"\[127\.0\.0\.2\] STEP 5$", 150)
-    worker = _pgid_of(chief.job_id, server=False)
+    worker = _pgid_of(chief.job_id)
     os.kill(chief.proc.pid, signal.SIGSTOP)
     stopped_at = time.monotonic()
     try:

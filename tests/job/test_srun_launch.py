@@ -28,9 +28,9 @@ def _in_allocation(tmp_path, *argv, timeout=240):
     assert done.returncode == 0, output[-4000:]
     steps = [" ".join(json.loads(line)) for line in (tmp_path / "srun.log").read_text().splitlines()]
     assert steps and all("--nodelist=127.0.0.2" in step and "--overlap" in step for step in steps), steps
-    # one process per node: the script's step hosts the node's TensorFlow server (runtime.member_server)
+    # one process per node: the script's step hosts the node's TensorFlow server (runtime.launch.member_server)
     assert any("AUTODIST_JOB=" in step for step in steps), steps
-    assert not any("autodist.runtime.server" in step for step in steps), steps
+    assert not any("autodist.runtime.launch.server" in step for step in steps), steps
     job_id = re.search(r"\[autodist\] job (\S+):", output).group(1)
     assert job_processes(job_id) == []
     return output, steps

@@ -14,8 +14,7 @@ import tensorflow as tf
 from autodist.errors import TransformError
 from autodist.kernel.accumulate import Accumulate
 from autodist.kernel.analysis import ancestors
-from autodist.kernel.contract import write_accumulation_steps
-from autodist.kernel.names import micro_step_name, replica_prefix
+from autodist.plan.names import micro_step_name, replica_prefix
 from kernel_harness import capture, device, make_strategy, tf1, transform_job
 
 T0, T1 = device(0, 0), device(1, 0)
@@ -39,7 +38,7 @@ def _strategy(kind, steps):
         if staleness is not None else None
     ar = {"w": {}, "emb": {}} if kind == "ar" else None
     strategy = make_strategy([T0, T1], ps=ps, ar=ar)
-    write_accumulation_steps(strategy, steps)
+    strategy.graph_config.accumulation_steps = steps if steps > 1 else 0
     return strategy
 
 

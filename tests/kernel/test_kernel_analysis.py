@@ -4,7 +4,8 @@ import pytest
 import tensorflow as tf
 
 from autodist.errors import TransformError
-from autodist.kernel.analysis import analyze, resource_source
+from autodist.kernel.analysis import analyze
+from autodist.kernel.walks import resource_source
 from kernel_harness import capture, tf1
 
 

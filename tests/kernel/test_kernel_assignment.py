@@ -6,8 +6,8 @@ from autodist.errors import TransformError
 from autodist.kernel.analysis import analyze
 from autodist.kernel.partitioner import Partitioner
 from autodist.kernel.assignment import NodeContext, assign
-from autodist.kernel.contract import Compressor, read_entries
-from autodist.kernel.names import replica_prefix
+from autodist.plan.contract import Compressor, read_entries
+from autodist.plan.names import replica_prefix
 from kernel_harness import AR, capture, device, make_strategy, tf1
 
 T0C0, T0C1, T1C0 = device(0, 0), device(0, 1), device(1, 0)

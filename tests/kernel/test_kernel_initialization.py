@@ -5,10 +5,10 @@ import tensorflow as tf
 from autodist.capture.graph_item import GraphItem
 from autodist.kernel.analysis import analyze
 from autodist.kernel.assignment import assign
-from autodist.kernel.contract import read_entries
+from autodist.plan.contract import read_entries
 from autodist.kernel.finalizer import Finalizer
 from autodist.kernel.graph_transformer import run_passes
-from autodist.kernel.names import INIT_OPS, INIT_SERVERS, INIT_SYNC, job_container
+from autodist.plan.names import INIT_OPS, INIT_SERVERS, INIT_SYNC, job_container
 from autodist.kernel.replicator import Replicator
 from autodist.kernel.synchronization import SyncBetweenGraph, SyncInGraph
 from kernel_harness import capture, device, make_strategy, node_context, nodes_by_name, tf1, transform_job

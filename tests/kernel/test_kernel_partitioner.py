@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from autodist.errors import TransformError
 from autodist.kernel import partition_ops as pops
-from autodist.kernel.contract import even_sizes, read_entries
+from autodist.plan.contract import even_sizes, read_entries
 from autodist.kernel.partitioner import Partitioner
 from kernel_harness import capture, device, make_strategy, nodes_by_name, tf1
 

@@ -6,7 +6,7 @@ from tensorflow.core.framework import node_def_pb2
 from autodist.kernel.analysis import analyze
 from autodist.kernel.device import has_kernel, replica_device
 from autodist.kernel.assignment import NodeContext, Replica, assign
-from autodist.kernel.contract import read_entries
+from autodist.plan.contract import read_entries
 from autodist.kernel.replicator import Replicator, replicated_name
 from kernel_harness import capture, device, make_strategy, nodes_by_name, tf1
 

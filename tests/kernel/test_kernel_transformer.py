@@ -3,12 +3,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from autodist.errors import SessionError, TransformError
+from autodist.errors import SessionError, StrategyError, TransformError
 from autodist.capture.graph_item import GraphItem
 from autodist.kernel.analysis import analyze
 from autodist.kernel.assignment import assign
 from autodist.kernel.base import PassResult
-from autodist.kernel.contract import read_entries
+from autodist.plan.contract import read_entries
 from autodist.kernel.finalizer import Finalizer
 from autodist.kernel.graph_transformer import GraphTransformer, TransformResult, run_passes
 from autodist.kernel.partitioner import Partitioner
@@ -181,3 +181,35 @@ def test_the_transformed_graph_runs(cluster):
     for shard in ("W/part_0", "W/part_1"):
         np.testing.assert_allclose(node.read(shard), np.full([2, 2], 1.0 - 0.1 * 2), rtol=1e-6)
     np.testing.assert_allclose(node.read("AutoDist-Replica-1/b"), np.full([2], -0.1 * 2), rtol=1e-6)
+
+
+def test_the_transformer_reads_the_strategy_first():
+    def build():
+        w = tf1.get_variable("W", initializer=tf1.ones([4, 2]))
+        return tf1.train.GradientDescentOptimizer(0.1).minimize(tf1.reduce_sum(w))
+    item, _ = capture(build)
+    strategy = make_strategy([T0C0], ps={"W": dict(device=T0C0)}, partitions={"W": ("2,2", [])})
+    with pytest.raises(StrategyError, match="variable 'W': partitioner '2,2' must split exactly one axis"):
+        transform(item, strategy)
+
+
+
+def test_the_declared_order_meets_every_passs_requirements():
+    from autodist.kernel.base import Pass, check_order
+    from autodist.kernel.graph_transformer import PIPELINE
+    classes = [cls for cls, _ in PIPELINE]
+    assert all(issubclass(cls, Pass) for cls in classes)
+    assert [cls.name for cls in classes] == ["accumulate", "half_gradients", "partition", "assign", "replicate",
+                                             "sync_in_graph", "sync_between_graph", "finalize"]
+    check_order(classes)
+    swapped = classes[:4] + [classes[5], classes[4]] + classes[6:]
+    with pytest.raises(TransformError, match="pass 'sync_in_graph'.*needs 'replicate' to run before it"):
+        check_order(swapped)
+
+
+def test_the_assignment_is_a_step_that_rewrites_nothing_and_is_not_dumped():
+    item, _ = capture(_model)
+    dumped = []
+    result = GraphTransformer(_strategy(), node_context(), observe=lambda name, _: dumped.append(name)).transform(item)
+    assert dumped == ["partition", "replicate", "sync_in_graph", "sync_between_graph", "finalize"]
+    assert result.assignment.vars.keys() == {"W/part_0", "W/part_1", "b"}

@@ -139,7 +139,7 @@ def test_relayed_lines_and_prints_under_the_live_progress_line_never_deadlock(mo
     writes to the WholeLines below it: that must not take the sink lock (it deadlocked in review)."""
     import threading
     from autodist.runner.base import WholeLines
-    from autodist.runtime.progress import Progress
+    from autodist.runtime.watch.progress import Progress
 
     class Terminal(io.StringIO):
         def isatty(self):

@@ -14,8 +14,8 @@ import time
 import pytest
 
 from autodist.errors import StallError
-from autodist.runtime.stall import member_stall
-from autodist.runtime.step_report import StepMonitor
+from autodist.runtime.watch.stall import member_stall
+from autodist.runtime.watch.step_report import StepMonitor
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -47,9 +47,9 @@ _NO_PEER = textwrap.dedent("""
     from autodist.errors import SessionError
     from autodist.runner import free_port
     from autodist.runtime.context import JobContext
-    from autodist.runtime import node_session
-    from autodist.runtime.node_session import run_init
-    from autodist.runtime.timeline import read_node_file
+    from autodist.runtime.session import node as node_session
+    from autodist.runtime.session.node import run_init
+    from autodist.runtime.watch.timeline import read_node_file
     from autodist.spec.cluster import start_server, node_config
 
     # Task 1 serves; task 0 (the chief's address) has a port nobody listens on: its server never came.

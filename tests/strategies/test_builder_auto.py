@@ -7,7 +7,7 @@ import time
 import pytest
 
 from autodist import cli
-from autodist.kernel.contract import read_entries
+from autodist.plan.contract import read_entries
 from autodist.strategies import AutoStrategy
 from autodist.strategies.auto import SEARCH_MARGIN, SEARCHED
 from autodist.strategies.cost import Calibration, Compute, predict
@@ -203,7 +203,7 @@ def test_estimated_rows_of_a_lookup_count_every_id_of_an_example():
 
 def test_the_search_prices_a_plan_as_its_written_strategy():
     # small all-reduced variables on three nodes: gathered by the kernel, so N - 1 messages a hop
-    from autodist.kernel.contract import AllReduceEntry, variable_entry
+    from autodist.plan.contract import AllReduceEntry, variable_entry
     from autodist.strategies import PSLoadBalancing
     from autodist.strategies.auto import _Search
     from autodist.strategies.cost.traffic import step_traffic
@@ -275,7 +275,7 @@ def test_gpu_replicas_never_wait_so_the_search_offers_no_proxies(monkeypatch):
 
 def test_a_split_variable_waits_for_every_node_that_holds_a_piece_of_it():
     # a node that holds pieces serves them from its one busy thread, as it would the whole variable
-    from autodist.kernel.contract import Partition, PSEntry, variable_entry, write_entry
+    from autodist.plan.contract import Partition, PSEntry, variable_entry, write_entry
     from autodist.proto import strategy_pb2
     from autodist.strategies.base import Strategy
     from autodist.strategies.cost.traffic import step_traffic

@@ -2,7 +2,7 @@
 import pytest
 
 from autodist.strategies import PartitionedPS, UnevenPartitionedPS
-from autodist.strategies.report import load_imbalance, server_loads
+from autodist.strategies.report import plan_report
 
 KIB = 1024
 
@@ -55,8 +55,8 @@ def test_uneven_shards_level_the_loads(make_var, four_servers):
                           ("emb/part_2:0", "10.0.0.4:CPU:0")]
     even = PartitionedPS().build_from_variables(variables, four_servers)
     assert even.node_config[0].partitioner == "4,1"
-    lam_uneven = load_imbalance(server_loads(uneven, variables, four_servers))
-    lam_even = load_imbalance(server_loads(even, variables, four_servers))
+    lam_uneven = plan_report(uneven, variables, four_servers).imbalance
+    lam_even = plan_report(even, variables, four_servers).imbalance
     assert lam_uneven == pytest.approx(2 / 1.5, rel=1e-3) and lam_even == pytest.approx(2.0)
 
 
@@ -70,7 +70,7 @@ def test_many_variables_balance_within_the_target(make_var, four_servers):
     variables.append(make_var("emb", (30000, 256), sparse=True))
     for cls in (PartitionedPS, UnevenPartitionedPS):
         strategy = cls().build_from_variables(variables, four_servers)
-        assert load_imbalance(server_loads(strategy, variables, four_servers)) <= 1.05
+        assert plan_report(strategy, variables, four_servers).imbalance <= 1.05
 
 
 @pytest.mark.parametrize("cls, sizes", [(PartitionedPS, []),

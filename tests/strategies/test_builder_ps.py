@@ -2,7 +2,7 @@
 import pytest
 
 from autodist.strategies import PS, PSLoadBalancing
-from autodist.strategies.report import load_imbalance, server_loads
+from autodist.strategies.report import plan_report
 
 
 def destinations(strategy):
@@ -39,9 +39,10 @@ def test_load_balancing_places_largest_first(make_var, make_spec):
     strategy = PSLoadBalancing().build_from_variables(variables, spec)
     assert destinations(strategy) == ["127.0.0.1:CPU:0", "127.0.0.1:CPU:0",
                                       "127.0.0.1:CPU:1", "127.0.0.1:CPU:1"]
-    loads = server_loads(strategy, variables, spec)
-    assert loads == {"127.0.0.1:CPU:0": 160, "127.0.0.1:CPU:1": 160}
-    assert load_imbalance(loads) == 1.0
+    report = plan_report(strategy, variables, spec)
+    assert {d.device: d.held_bytes for d in report.devices if "server" in d.roles} == {"127.0.0.1:CPU:0": 160,
+                                                                                     "127.0.0.1:CPU:1": 160}
+    assert report.imbalance == 1.0
 
 
 def test_load_balancing_uses_every_cpu_device_with_ties_to_spec_order(make_var, two_nodes):
@@ -55,7 +56,7 @@ def test_load_balancing_never_partitions(make_var, four_servers):
     variables = [make_var("emb", (1 << 20, 64), sparse=True), make_var("w", (8,))]
     strategy = PSLoadBalancing().build_from_variables(variables, four_servers)
     assert all(not n.partitioner for n in strategy.node_config)
-    assert load_imbalance(server_loads(strategy, variables, four_servers)) > 3.9
+    assert plan_report(strategy, variables, four_servers).imbalance > 3.9
 
 
 def test_the_real_graph(graph_item, two_nodes):

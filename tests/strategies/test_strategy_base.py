@@ -9,7 +9,7 @@ from autodist.errors import StrategyError
 from autodist.proto import strategy_pb2
 from autodist.strategies import (PSLoadBalancing, PartitionedPS, Strategy, StrategyBuilder,
                                  UnevenPartitionedPS)
-from autodist.strategies.base import content_id
+from autodist.plan.strategy import content_id
 
 
 @pytest.fixture

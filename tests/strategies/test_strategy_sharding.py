@@ -1,7 +1,7 @@
 """Partitioning arithmetic of the builders: shard counts and water-filled sizes.
 
 (How a split is written, with even sizes, strings and shard names, is tested
-with the contract: tests/kernel/test_kernel_contract.py.)
+with the contract: tests/plan/test_contract.py.)
 """
 import random
 

@@ -7,7 +7,7 @@ all-reduce, proxies and the staleness barrier), wires the synchronized
 gradients into the optimizer's updates, and makes every replica's copy of the
 train ops wait for the step's synchronization.
 """
-from autodist.kernel.base import PassResult, editor_for, hand_over, register_variable
+from autodist.kernel.base import Pass, PassResult, editor_for, hand_over, register_variable
 from autodist.kernel.synchronization.all_reduce import synchronize_all_reduce
 from autodist.kernel.synchronization.proxy import add_proxies
 from autodist.kernel.synchronization.ps import reduce_locally, synchronize_ps
@@ -15,10 +15,11 @@ from autodist.kernel.synchronization.ps import reduce_locally, synchronize_ps
 __all__ = ["SyncInGraph", "SyncBetweenGraph"]
 
 
-class SyncInGraph:
+class SyncInGraph(Pass):
     """Local reduction of parameter-server gradients."""
 
     name = "sync_in_graph"
+    requires = ("replicate",)
 
     def __init__(self, assignment):
         self.assignment = assignment
@@ -29,7 +30,7 @@ class SyncInGraph:
         return PassResult(hand_over(editor, item))
 
 
-class SyncBetweenGraph:
+class SyncBetweenGraph(Pass):
     """Cross-node aggregation, update wiring and the per-step synchronization ops.
 
     ``accumulating``: gradients are accumulated over several calls; train ops
@@ -38,6 +39,7 @@ class SyncBetweenGraph:
     """
 
     name = "sync_between_graph"
+    requires = ("sync_in_graph",)
 
     def __init__(self, assignment, accumulating=False):
         self.assignment = assignment

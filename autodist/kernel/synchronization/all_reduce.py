@@ -22,8 +22,8 @@ import collections
 
 import tensorflow as tf
 
-from autodist.kernel.contract import Compressor
-from autodist.kernel.names import sync_scope
+from autodist.plan.contract import Compressor
+from autodist.plan.names import sync_scope
 from autodist.kernel.reshaper import Reshaper
 from autodist.kernel.synchronization import compressor as comp
 from autodist.kernel.synchronization import relay, wiring

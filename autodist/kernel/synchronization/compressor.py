@@ -19,7 +19,7 @@ import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
 from tensorflow.python.ops import collective_ops, gen_resource_variable_ops
 
-from autodist.kernel.contract import CollectiveSpec, Compressor, gathers
+from autodist.plan.contract import CollectiveSpec, Compressor, gathers
 
 __all__ = ["Collectives", "reduce_flat", "powersgd", "gathered_mean"]
 

@@ -29,7 +29,7 @@ from tensorflow.core.framework import attr_value_pb2
 from tensorflow.python.ops import gen_resource_variable_ops
 
 from autodist.kernel.device import is_cpu_device
-from autodist.kernel.names import PROXY_HANDLE, proxy_name, proxy_scope, sync_scope, task_of
+from autodist.plan.names import PROXY_HANDLE, proxy_name, proxy_scope, sync_scope, task_of
 from autodist.kernel.synchronization.wiring import is_global_sync
 
 __all__ = ["add_proxies", "refreshed_by_chief", "refresh_everywhere"]

@@ -36,7 +36,7 @@ slots and the optimizer's step counters advance once per step.
 import tensorflow as tf
 
 from autodist.capture.queries import op_of
-from autodist.kernel.names import host_cpu, sync_scope
+from autodist.plan.names import host_cpu, sync_scope
 from autodist.kernel.synchronization import proxy, slices, staleness, wiring
 
 __all__ = ["reduce_locally", "synchronize_ps", "local_names"]

@@ -21,8 +21,8 @@ import tensorflow as tf
 
 from autodist.errors import TransformError
 from autodist.capture.queries import tensor_name
-from autodist.kernel.contract import Compressor
-from autodist.kernel.names import host_cpu, sync_scope
+from autodist.plan.contract import Compressor
+from autodist.plan.names import host_cpu, sync_scope
 from autodist.kernel.reshaper import Reshaper
 from autodist.kernel.synchronization import slices, wiring
 

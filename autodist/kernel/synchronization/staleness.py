@@ -9,7 +9,7 @@ steps ahead. Parameter updates themselves are asynchronous.
 """
 import tensorflow as tf
 
-from autodist.kernel.names import host_cpu
+from autodist.plan.names import host_cpu
 
 __all__ = ["barrier", "prefill", "staleness_of"]
 

@@ -7,15 +7,13 @@
     prediction.step_s, prediction.comm_share
 
 Modules: ``traffic`` (bytes and messages per link, read from the plan through
-``autodist.kernel.contract``), ``model`` (step time from traffic, compute and
+``autodist.plan.contract``), ``model`` (step time from traffic, compute and
 calibration), ``calibration`` (the constants, their cache and the spec's
-prior), ``probe`` (measures them over TensorFlow's transport), ``first_probe``
-(AutoStrategy's probe of a cluster it plans for the first time, in a child
-process), ``protocol``
-(the probe's synchronous-PS and collective steps, every node running its own
-client), ``compute`` (the single-device step, measured or estimated). See
-``docs/cost_model.md``. TensorFlow is imported only by ``probe``,
-``protocol`` and ``compute``, when they run.
+prior), ``compute`` (the single-device step, measured or estimated). The
+probe that measures a cluster runs processes, so it lives in the runtime
+(``autodist.runtime.calibrate``) and hands its figures over as a
+``Calibration``. See ``docs/cost_model.md``. TensorFlow is imported only by
+``compute``, when it runs.
 """
 from autodist.strategies.cost.calibration import (Calibration, load_calibration, prior_calibration,
                                                   save_calibration)

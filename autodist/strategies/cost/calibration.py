@@ -10,7 +10,7 @@ the fixed cost of one session step and of each sequential round trip to
 another node, the fraction of backprop that communication can hide, and the
 floating-point rate of one replica (for planning a graph nothing ran).
 
-The probe (``autodist calibrate -r SPEC``, :mod:`.probe`) writes the cache:
+The probe (``autodist calibrate -r SPEC``, ``autodist.runtime.calibrate.probe``) writes the cache:
 ``~/.autodist/calibration/<key>.json``, the directory made 0700, keyed by a
 hash of the spec's nodes (addresses, devices, bandwidths), so every spec of
 the same cluster shares it. Without a probe, :func:`prior_calibration` turns

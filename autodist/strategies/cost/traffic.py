@@ -57,7 +57,7 @@ import functools
 import math
 from typing import Dict, Tuple
 
-from autodist.kernel.contract import Compressor, gathers, read_entries
+from autodist.plan.contract import Compressor, gathers, read_entries
 from autodist.strategies.inputs import is_cpu, keeps_proxy, node_of
 from autodist.strategies.report import pieces
 

@@ -12,7 +12,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                                "runtime"))
+                                "runtime", "keras"))
 
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402

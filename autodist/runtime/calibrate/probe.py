@@ -1,0 +1,224 @@
+"""The calibration probe: TensorFlow's own transport between the spec's nodes, measured.
+
+    calibration = probe(spec)        # starts a TensorFlow server per node, measures, stops them
+
+A multi-node spec gets a short job of its own (``runtime.launch.coordinator``: on
+every other node the job's script is ``python -m autodist.runtime.calibrate.protocol``,
+that node's client of the protocol steps, whose process hosts the node's
+server as a training script's does), and this process drives every other measurement from the
+chief's in-process server; a one-node spec is measured in a local session.
+The chief's in-process server lives until the process ends, so call the
+probe from a process that does nothing else with TensorFlow servers
+(``autodist calibrate`` does). Each figure is the median of ``repeats`` runs
+(of one step, or of :data:`.protocol.STEPS` protocol steps): a job's step
+time is a median over steps too, on a machine as busy as it is while the
+probe runs (the fastest run would describe an idle machine)::
+
+    fixed_step_s         a step that reads one float on the chief
+    rpc bandwidth        BIG bytes / (fetch of the BIG variable on the next node - of 1 float)
+    rpc duplex           BIG both ways at once vs one way: 1 = no slower, 0 = twice as slow
+    rpc latency          (ps_many - ps_one) / (PS_VARIABLES - 1): what one more variable adds to
+                         the synchronous PS protocol, every node running its own client
+    ps_step_s            ps_one - fixed_step_s - rpc latency: the protocol's own cost (pull, push,
+                         take, apply, release and wait for the token) with one 1-float variable
+    sparse update rate   the servers' sparse rows / (ps_sparse - ps_one - their time on the wire)
+    sparse apply rate    the other nodes' rows / (ar_sparse - ar_step - the gathers' bytes on the ring
+                         and their 2 (N - 1) messages beyond the gather's - sparse_local - local): what a
+                         replica of a sparse all-reduce does with the rows it takes in, beyond its own
+                         (``sparse_local``: SGD's apply of one node's rows on the chief alone)
+    collective latency   (32 tiny all-reduces - 1) / 31 / 2 (N - 1) messages of a hop
+    collective bandwidth 2 (N - 1) / N * COLLECTIVE_BYTES / (ar_big - ar_step - (N - 1)
+                         collective latencies, the ring's messages beyond the gather's): a 16 MiB
+                         all-reduce that every node runs from its own client, as the kernel's
+                         buckets do
+    round_trip_s         ar_step - fixed_step_s - (N - 1) collective latencies: a one-float
+                         all-reduce that every node runs from its own client, by all-gather as
+                         the kernel's small buckets go (N - 1 messages a hop)
+    update rate          BIG / (assign_add of BIG on the chief - a step on the chief alone)
+    local bandwidth      an in-process copy of BIG bytes (numpy)
+    flops                a 512 x 512 matrix product of a variable on the chief's CPU (- the same)
+
+With one node the transports are in-process: latencies, ``ps_step_s`` and
+``round_trip_s`` are 0 and bandwidths the local one. ``overlap`` is 1 with
+GPUs (all-reduce runs under backprop) and 0 on CPUs (the replica's own cores
+move the bytes).
+"""
+import json
+import os
+import statistics
+import tempfile
+import time
+
+from autodist.strategies.cost.calibration import PROBE_VERSION, Calibration
+from autodist.runtime.calibrate.protocol import (COLLECTIVE_BYTES, MEASUREMENTS, MEMBER_TIMEOUT, PS_VARIABLES,
+                                               SPARSE_ROWS, SPARSE_WIDTH, TABLE_ROWS, protocol_graph, sparse_rows,
+                                               task_devices, time_protocol)
+
+__all__ = ["probe", "BIG_BYTES", "SMALL_COUNT"]
+
+BIG_BYTES = COLLECTIVE_BYTES   # every big transfer the size of the protocol's big all-reduce: 16 MiB
+SMALL_COUNT = 32
+
+
+def _best_time(session, fetches, repeats):
+    """The median time of a step of ``fetches``, run as a callable (as a job's repeated steps are)."""
+    step = session.make_callable(fetches)
+    step()
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def _local_bandwidth(np, repeats):
+    src = np.ones(BIG_BYTES // 4, np.float32)
+    dst = np.empty_like(src)
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        np.copyto(dst, src)
+        times.append(time.perf_counter() - started)
+    return BIG_BYTES / max(statistics.median(times), 1e-9)
+
+
+def _graph(tf, devices):
+    """The probe's ops: ``{name: fetch}`` on ``devices`` (the chief's CPU first, one per node)."""
+    from tensorflow.python.ops import collective_ops
+    tf1, n, elements = tf.compat.v1, len(devices), BIG_BYTES // 4
+    ops = {}
+    with tf.device(devices[-1]):
+        small = [tf1.Variable(tf.zeros([1]), name="small{}".format(i)) for i in range(SMALL_COUNT)]
+        big = tf1.Variable(tf.zeros([elements]), name="big")
+    with tf.device(devices[0]):
+        back = tf1.Variable(tf.zeros([elements]), name="back")
+        local_big = tf1.Variable(tf.zeros([elements]), name="local_big")
+        local_small = tf1.Variable(tf.zeros([1]), name="local_small")
+        matrix = tf1.Variable(tf.ones([512, 512]), name="matrix")
+        table = tf1.Variable(tf.zeros([TABLE_ROWS, SPARSE_WIDTH]), name="table", use_resource=True)
+        ids, values = sparse_rows(tf, 0)
+        ops["sparse_local"] = table.scatter_sub(tf.IndexedSlices(0.01 * values, ids)).op
+        ops["local"] = tf.reduce_sum(local_small.read_value())
+        ops["one"] = tf.reduce_sum(small[0].read_value())
+        ops["many"] = tf.add_n([tf.reduce_sum(v.read_value()) for v in small])
+        ops["big"] = tf.reduce_sum(big.read_value()[:1])
+    with tf.device(devices[-1]):
+        returned = tf.reduce_sum(back.read_value()[:1])
+    with tf.device(devices[0]):
+        ops["both"] = ops["big"] + returned
+        ops["update"] = local_big.assign_add(tf.ones([elements])).op
+        value = matrix.read_value()
+        ops["matmul"] = tf.reduce_sum(tf.matmul(value, value)[:1])
+    if n > 1:
+        for key, size, count in (("ar_one", 1, 1), ("ar_many", 1, SMALL_COUNT)):
+            done = []
+            for device in devices:
+                with tf.device(device):
+                    x = tf.ones([size])
+                    done += [tf.reduce_sum(collective_ops.all_reduce_v2(
+                        x, n, 1, 1 + len(ops) * 100 + i, merge_op="Add", final_op="Id")[:1]) for i in range(count)]
+            ops[key] = done
+    return ops, [v.initializer for v in small + [big, back, local_big, local_small, matrix, table]]
+
+
+def _duplex(one_way, both_ways):
+    """1 when both directions take as long as one, 0 when they take twice as long."""
+    if one_way <= 0:
+        return 1.0
+    return min(1.0, max(0.0, (2.0 * one_way - both_ways) / one_way))
+
+
+def _timings(tf, target, config, devices, repeats):
+    """``{measurement: seconds}``: the chief's one-session steps, then the protocol steps every node
+    runs with it (``protocol.member_main`` on the others)."""
+    graph = tf.Graph()
+    with graph.as_default():
+        steps, protocol_initializers = protocol_graph(tf, devices)
+        ops, initializers = _graph(tf, devices)
+    with tf.compat.v1.Session(target, graph=graph, config=config) as session:
+        session.run(initializers + protocol_initializers)
+        t = {key: _best_time(session, fetch, repeats) for key, fetch in ops.items()}
+        t.update({key: time_protocol(session, steps[key][0], repeats=repeats) for key in MEASUREMENTS
+                  if key in steps})
+    return t
+
+
+def _measure(tf, np, target, config, devices, repeats):
+    """The calibration's measured fields (see the module docstring for each formula)."""
+    t = _timings(tf, target, config, devices, repeats)
+    n, local = len(devices), _local_bandwidth(np, repeats)
+    found = dict(fixed_step_s=t["local"], local_bandwidth=local,
+                 flops=2.0 * 512 ** 3 / max(t["matmul"] - t["local"], 1e-6),
+                 update_bytes_per_s=BIG_BYTES / max(t["update"] - t["local"], 1e-6))
+    if n == 1:
+        found.update(rpc_latency_s=0.0, rpc_bandwidth=local, collective_latency_s=0.0, collective_bandwidth=local,
+                     round_trip_s=0.0, ps_step_s=0.0)
+        found["sparse_update_bytes_per_s"] = _sparse_rate(t, found, n, 1.0)
+        found["sparse_apply_bytes_per_s"] = _SPARSE_MESSAGE / max(t["sparse_local"] - t["local"], 1e-6)
+        return found
+    latency = max(t["ar_many"] - t["ar_one"], 0.0) / (SMALL_COUNT - 1) / (2 * (n - 1))
+    # ar_big is a ring (2 (N - 1) messages), ar_step a gather (N - 1): the rest of the difference is bytes
+    ring_bytes_s = max(t["ar_big"] - t["ar_step"] - (n - 1) * latency, 1e-6)
+    found.update(rpc_latency_s=max(t["ps_many"] - t["ps_one"], 0.0) / (PS_VARIABLES - 1),
+                 rpc_bandwidth=BIG_BYTES / max(t["big"] - t["one"], 1e-6),
+                 rpc_duplex=_duplex(t["big"] - t["one"], t["both"] - t["one"]),
+                 collective_latency_s=latency,
+                 collective_bandwidth=2.0 * (n - 1) / n * COLLECTIVE_BYTES / ring_bytes_s)
+    found.update(ps_step_s=max(t["ps_one"] - t["local"] - found["rpc_latency_s"], 0.0),
+                 round_trip_s=max(t["ar_step"] - t["local"] - (n - 1) * found["collective_latency_s"], 0.0))
+    found["sparse_update_bytes_per_s"] = _sparse_rate(t, found, n, 2.0 - found["rpc_duplex"])
+    found["sparse_apply_bytes_per_s"] = _sparse_apply_rate(t, found, n)
+    return found
+
+
+#: One node's sparse rows on the wire: float32 values and an int64 index a row.
+_SPARSE_MESSAGE = SPARSE_ROWS * (SPARSE_WIDTH * 4 + 8)
+
+
+def _sparse_rate(t, found, n, directions):
+    """Servers' sparse rate: the sparse step's time beyond the one-variable step and the wire, per byte."""
+    wire = directions * _SPARSE_MESSAGE / found["rpc_bandwidth"] if n > 1 else 0.0
+    return n * _SPARSE_MESSAGE / max(t["ps_sparse"] - t["ps_one"] - wire, 1e-6)
+
+
+def _sparse_apply_rate(t, found, n):
+    """A sparse all-reduce's rate on the other nodes' rows: its step beyond a collective step, the
+    gathers on the ring and the node's own rows' apply, per byte of the others' rows."""
+    others = (n - 1) * _SPARSE_MESSAGE
+    wire = others / found["collective_bandwidth"] + 2 * (n - 1) * found["collective_latency_s"]
+    own = max(t["sparse_local"] - t["local"], 0.0)
+    return others / max(t["ar_sparse"] - t["ar_step"] - wire - own, 1e-6)
+
+
+def probe(spec, repeats=7, sink=None):
+    """Measure ``spec``'s cluster: a :class:`Calibration` (``source="probe"``)."""
+    import numpy as np
+    import tensorflow as tf
+    from autodist.spec.cluster import cpu_count_of, node_config
+    chief = next(n for n in spec.node_specs if n.chief)
+    if len(spec.nodes) == 1:
+        found = _measure(tf, np, "", node_config(cpu_count_of(chief), 0), ["/device:CPU:0"], repeats)
+    else:
+        found = _probe_job(spec, repeats, sink, tf, np, node_config, cpu_count_of(chief))
+    return Calibration(overlap=1.0 if spec.num_gpus else 0.0, source="probe", probe_version=PROBE_VERSION, **found)
+
+
+def _probe_job(spec, repeats, sink, tf, np, node_config, chief_cpus):
+    from autodist.spec.cluster import cpu_count_of
+    from autodist.runner import new_job_id
+    from autodist.runtime.launch.coordinator import Coordinator
+    coordinator = Coordinator(spec, new_job_id(), sink=sink)
+    with tempfile.TemporaryDirectory(prefix="autodist-probe-") as staging:
+        empty = os.path.join(staging, "strategy.pb")
+        open(empty, "wb").close()   # the job ships no strategy: the coordinator copies an empty file
+        # every other node's client hosts its node's server, as a job's script does (one process per node)
+        nodes = json.dumps({n.address: [cpu_count_of(n), n.threads or 0, list(n.cores)] for n in spec.node_specs})
+        context = coordinator.launch(empty, ["-m", "autodist.runtime.calibrate.protocol", "--repeats", str(repeats),
+                                             "--nodes", nodes], os.getcwd(), serve_chief=True)
+    try:
+        config = node_config(chief_cpus, context.chief_task)
+        config.operation_timeout_in_ms = int(MEMBER_TIMEOUT * 1e3)   # a node that never joins fails the step
+        return _measure(tf, np, context.target, config, task_devices(context)[0], repeats)
+    finally:
+        coordinator.finish(timeout=60.0)

@@ -1,0 +1,66 @@
+"""``autodist calibrate``: the probe over the loopback cluster (slow), ``--show`` and the duplex arithmetic."""
+import json
+import os
+import pathlib
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from autodist import cli
+from autodist.runtime.calibrate.probe import _duplex
+
+TWO_NODES = str(pathlib.Path(__file__).resolve().parents[3] / "resource_specs" / "loopback_two_nodes.yml")
+
+
+def test_duplex_from_one_way_and_both_ways():
+    assert _duplex(1.0, 1.0) == 1.0     # both ways as fast as one: full duplex
+    assert _duplex(1.0, 2.0) == 0.0     # twice as long: one direction after the other
+    assert _duplex(1.0, 1.5) == 0.5
+    assert _duplex(1.0, 0.8) == 1.0 and _duplex(1.0, 3.0) == 0.0 and _duplex(0.0, 1.0) == 1.0
+
+
+def test_show_prints_the_prior_without_probing(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert cli.main(["calibrate", "-r", TWO_NODES, "--show", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["calibration"] == data["prior"] and data["calibration"]["source"] == "prior"
+    assert data["path"].startswith(str(tmp_path))
+    assert not os.path.exists(data["path"])
+
+
+@pytest.mark.slow
+def test_probe_of_the_loopback_cluster_is_cached_privately(tmp_path):
+    env = dict(os.environ, HOME=str(tmp_path))
+    done = subprocess.run([sys.executable, "-m", "autodist", "calibrate", "-r", TWO_NODES, "--repeats", "3",
+                           "--format", "json"], env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    data = json.loads(done.stdout)
+    found = data["calibration"]
+    assert found["source"] == "probe"
+    assert found["rpc_bandwidth"] > 0 and found["collective_bandwidth"] > 0 and found["round_trip_s"] >= 0
+    assert 0.0 <= found["rpc_duplex"] <= 1.0 and found["overlap"] == 0.0
+    assert stat.S_IMODE(os.stat(os.path.dirname(data["path"])).st_mode) == 0o700
+    assert json.loads(pathlib.Path(data["path"]).read_text()) == found
+    shown = subprocess.run([sys.executable, "-m", "autodist", "calibrate", "-r", TWO_NODES, "--show", "--format",
+                            "json"], env=env, capture_output=True, text=True, timeout=120)
+    assert json.loads(shown.stdout)["calibration"] == found
+
+
+def test_the_protocol_steps_give_every_node_its_own_fetch_in_one_order():
+    import tensorflow as tf
+    from autodist.runtime.context import JobContext
+    from autodist.runtime.calibrate.protocol import MEASUREMENTS, protocol_graph, task_devices
+    servers = {"10.0.0.1": "10.0.0.1:1", "10.0.0.2": "10.0.0.2:2", "10.0.0.3": "10.0.0.3:3"}
+    member = JobContext(job_id="j", address="10.0.0.1", servers=servers, chief="10.0.0.2", strategy_path="")
+    devices, index = task_devices(member)
+    assert devices == ["/job:worker/task:1/device:CPU:0", "/job:worker/task:0/device:CPU:0",
+                       "/job:worker/task:2/device:CPU:0"] and index == 1   # the chief's first, the same everywhere
+    with tf.Graph().as_default():
+        steps, initializers = protocol_graph(tf, devices)
+    assert tuple(steps) == MEASUREMENTS and all(len(fetches) == 3 for fetches in steps.values())
+    assert len(initializers) == 1 + 16 + 1 + 3   # ps_one, ps_many, ps_sparse; every node's ar_sparse table
+    with tf.Graph().as_default():
+        alone, _ = protocol_graph(tf, devices[:1])
+    assert tuple(alone) == MEASUREMENTS[:3] and all(len(fetches) == 1 for fetches in alone.values())
