@@ -55,9 +55,10 @@ from autodist.runtime.stall import DEFAULT_STALL_TIMEOUT, member_stall
 from autodist.runtime.step_report import ReportWriter, StepMonitor
 from autodist.runtime.job_views import JobViews
 from autodist.runtime.node_launch import runner_factory, single_node_job
-from autodist.runtime.strategy_handoff import (build_strategy, keep_calibration, load_strategy, script_argv,
-                                               with_accumulation,
-                                               shipped_calibration, write_calibration)
+from autodist.runtime.join.platform import EXIT_RETRY, Handoff, platform_versions
+from autodist.runtime.strategy_handoff import (build_strategy, calibration_from_dict, keep_calibration, load_strategy,
+                                               script_argv, shipped_calibration, strategy_from_bytes,
+                                               with_accumulation, write_calibration)
 from autodist.spec.cluster import cpu_count_of
 
 __all__ = ["Job", "build_strategy", "load_strategy", "script_argv", "EXIT_NODE_FAILED"]
@@ -95,7 +96,8 @@ class Job:
 
     def __init__(self, resource_spec, strategy_builder=None, *, context=None, launch_argv=None, environ=None,
                  trace_dir=None, logdir=None, verbose=False, progress=False, total_steps=None,
-                 stall_timeout=DEFAULT_STALL_TIMEOUT, min_nodes=None, launcher=None, accumulation_steps=None):
+                 stall_timeout=DEFAULT_STALL_TIMEOUT, min_nodes=None, launcher=None, accumulation_steps=None,
+                 platform=None):
         self._spec = self._full_spec = resource_spec
         self._accumulation = accumulation_steps
         self._launcher = pick_launcher(launcher, environ if environ is not None else {})
@@ -111,7 +113,9 @@ class Job:
         self._launch_argv = list(launch_argv) if launch_argv is not None else None
         env_context = JobContext.from_env(environ) if context is None and environ is not None else None
         self._launched_by_chief = env_context is not None
-        self._context = context if context is not None else env_context
+        self._platform = platform   # a job the platform started (``runtime.join``): every process joins it
+        self.on_handoff = []        # callables(the chief's worker_env), on the other processes of such a job
+        self._context = platform.context if platform is not None else context if context is not None else env_context
         self._parent = os.getppid()
         self._coordinator = None
         self._session = None
@@ -125,9 +129,14 @@ class Job:
         if self._launched_by_chief and self._context.serves:   # this process hosts its node's server
             node = {n.address: n for n in resource_spec.node_specs}[self._context.address]
             serve(self._context, cpu_count_of(node), node.threads, self._monitor, cores=node.cores)
+        if platform is not None:   # its server, once every process of the job started its own
+            platform.start({n.address: n for n in resource_spec.node_specs}[self._context.address])
+            atexit.register(self._platform_exit)
         atexit.register(_close_at_exit, weakref.ref(self))   # after the job's own exit work (registered later)
         self.attempt = attempt_of(environ) if self._context is None else None   # a supervised new chief's number
         self.node_failure_status = NODE_FAILED if self.attempt else EXIT_NODE_FAILED
+        if platform is not None:
+            self.node_failure_status = EXIT_RETRY
         if self._context is not None:   # the nodes the chief launched (fewer after a shrink)
             self._spec = restricted(resource_spec, self._context.addresses)
         elif min_nodes and self.attempt and self.attempt > 1:
@@ -243,6 +252,8 @@ class Job:
                                  **self._views(context, strategy, item))
 
     def _join(self, item):
+        if self._platform is not None:
+            return self._join_platform(item)
         context = self._context
         path = os.path.expanduser(context.strategy_path)
         if context.is_chief:
@@ -260,6 +271,39 @@ class Job:
             self._reporter = ReportWriter(self._monitor).start()
         return open_node_session(item, strategy, context, self._spec, failure=failure, monitor=self._monitor,
                                  **self._views(context, strategy, item))
+
+    def _join_platform(self, item):
+        """A platform-started job: the chief plans and sends the plan, the others receive it (``runtime.join``)."""
+        platform, context = self._platform, self._context
+        if context.is_chief:
+            calibration = self._keep_calibration()
+            strategy = self._build_strategy(item, self._spec)
+            platform.send_plan(Handoff(strategy.proto.SerializeToString(), self._spec.to_dict(),
+                                       calibration.to_dict() if calibration is not None else None,
+                                       dict(self.worker_env), platform_versions()))
+        else:
+            handoff = platform.receive_plan()
+            if handoff.spec != self._spec.to_dict():
+                raise LaunchError("{} sees another job than the chief: its spec {} against the chief's {} (the "
+                                  "processes' environments differ: AUTODIST_CPUS_PER_NODE, GPUs...)".format(
+                                      context.address, self._spec.to_dict(), handoff.spec))
+            strategy = strategy_from_bytes(handoff.strategy)
+            if handoff.calibration is not None:
+                self._builder = self.strategy_builder.with_calibration(calibration_from_dict(handoff.calibration))
+            for callback in self.on_handoff:
+                callback(handoff.worker_env)
+        self._session_args = (context, platform.failure, None)
+        return open_node_session(item, strategy, context, self._spec, failure=platform.failure,
+                                 monitor=self._monitor, **self._views(context, strategy, item))
+
+    def _platform_exit(self):
+        """The end of a platform-started job's process: stopped by a peer's failure (retry status), or done."""
+        self._stop_progress()
+        failure = self._platform.failure()
+        if failure is None:
+            self._platform.finish()
+            return
+        _leave_with(EXIT_RETRY)   # another process failed or went away: the platform restarts the whole job
 
     def _before_term(self):
         for callback in self.before_term:

@@ -16,7 +16,8 @@ from autodist.errors import LaunchError, StrategyError
 from autodist.kernel.contract import write_accumulation_steps
 from autodist.runner.base import wait_until
 
-__all__ = ["build_strategy", "with_accumulation", "accumulation_of", "load_strategy", "keep_calibration", "write_calibration", "shipped_calibration",
+__all__ = ["build_strategy", "with_accumulation", "accumulation_of", "load_strategy", "strategy_from_bytes",
+           "calibration_from_dict", "keep_calibration", "write_calibration", "shipped_calibration",
            "script_argv"]
 
 
@@ -59,6 +60,21 @@ def load_strategy(context):
         raise LaunchError("node {}: the chief's strategy did not appear at {} within {:.0f} s".format(
             context.address, context.strategy_path, context.strategy_wait))
     return Strategy.deserialize(path=path)
+
+
+def strategy_from_bytes(data):
+    """A Strategy from its serialized message (the chief's, handed over without a file)."""
+    from autodist.proto import strategy_pb2
+    from autodist.strategies.base import Strategy
+    proto = strategy_pb2.Strategy()
+    proto.ParseFromString(data)
+    return Strategy(proto)
+
+
+def calibration_from_dict(data):
+    """The chief's calibration from its plain data (handed over without a file)."""
+    from autodist.strategies.cost.calibration import Calibration
+    return Calibration.from_dict(data)
 
 
 def keep_calibration(builder, resource_spec, may_probe=False):
