@@ -232,6 +232,10 @@ def _platform_job(spec, job, max_restarts, ready_timeout, environ):
     if job is not None or JobContext.from_env(environ) is not None:
         return None
     if spec is not None and not environ.get(NODE_ADDRESS_ENV):
+        if spec.started_by == "platform":
+            raise ResourceSpecError("the spec's processes are started by the platform (started_by: platform): set "
+                                    "{} to this process's node address in every process".format(NODE_ADDRESS_ENV),
+                                    path=spec.path, key="started_by")
         return None
     if spec is None and platform_started(environ) in (None, "spec"):
         raise ResourceSpecError("AutoDist() without a resource spec file joins a job the platform started, and "

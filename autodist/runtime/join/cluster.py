@@ -37,7 +37,7 @@ def job_spec(place, spec=None):
         if rank == place.chief:
             node["chief"] = True
         nodes.append(node)
-    return ResourceSpec.from_dict({"name": "{} job".format(place.source), "nodes": nodes},
+    return ResourceSpec.from_dict({"name": "{} job".format(place.source), "started_by": "platform", "nodes": nodes},
                                   path="<{}>".format(place.source))
 
 

@@ -29,7 +29,7 @@ from autodist.runtime.join.exchange import JoinError
 from autodist.runtime.join.places import EXIT_RETRY
 from autodist.runtime.server import start_in_process
 
-__all__ = ["PlatformJob", "Handoff", "platform_versions", "EXIT_RETRY", "DEFAULT_READY_TIMEOUT",
+__all__ = ["PlatformJob", "Handoff", "platform_versions", "check_versions", "EXIT_RETRY", "DEFAULT_READY_TIMEOUT",
            "READY_TIMEOUT_ENV"]
 
 DEFAULT_READY_TIMEOUT = 600.0
@@ -129,12 +129,7 @@ class PlatformJob:
                                  "plan/{}".format(self.context.task_index), chief, 1, HANDOFF_TIMEOUT,
                                  "waited for the chief's plan from {}".format(self.names[chief]))
         handoff = Handoff.decode(data)
-        mine = platform_versions()
-        if handoff.versions != mine:
-            raise JoinError("{} runs autodist {} with TensorFlow {}, the chief {} autodist {} with TensorFlow {}: "
-                            "every process of a job needs the chief's versions (one container image)".format(
-                                self.names[self.context.task_index], mine["autodist"], mine["tensorflow"],
-                                self.names[chief], handoff.versions["autodist"], handoff.versions["tensorflow"]))
+        check_versions(handoff.versions, platform_versions(), self.names[self.context.task_index], self.names[chief])
         return handoff
 
     # -- the end ---------------------------------------------------------------------------
@@ -154,6 +149,15 @@ class PlatformJob:
                              self.context.num_tasks - 1, DONE_TIMEOUT, "waited for the other processes to end")
         except JoinError as e:
             print("autodist: {}".format(e), file=sys.stderr, flush=True)
+
+
+def check_versions(chiefs, mine, me, chief):
+    """Refuse to train with other autodist or TensorFlow versions than the chief's, naming both."""
+    if chiefs != mine:
+        raise JoinError("{} runs autodist {} with TensorFlow {}, the chief {} autodist {} with TensorFlow {}: every "
+                        "process of a job needs the chief's versions (one container image)".format(
+                            me, mine["autodist"], mine["tensorflow"], chief, chiefs["autodist"],
+                            chiefs["tensorflow"]))
 
 
 def _by_rank(spec, place):
