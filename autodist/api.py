@@ -44,7 +44,7 @@ import tensorflow as tf
 from autodist.capture.graph_item import GraphItem
 from autodist.capture.keras import guard_keras_loops, on_compile
 from autodist.capture.optimizers import capture_optimizers
-from autodist.errors import CaptureError, SessionError, StrategyError
+from autodist.errors import CaptureError, ResourceSpecError, SessionError, StrategyError
 from autodist.runtime.job import Job, script_argv
 from autodist.runtime.limits import check_job_arguments
 from autodist.runtime.notices import notice
@@ -84,16 +84,25 @@ class AutoDist:
     calls and synchronizes and applies their mean once, on the k-th
     (``docs/large_batches.md``); None: as a Keras optimizer's own
     ``gradient_accumulation_steps`` asks, else every call.
+
+    Without ``resource_spec_file`` (or with one and ``AUTODIST_NODE_ADDRESS``)
+    the process joins a job the platform started: Kubernetes' TF_CONFIG,
+    ``srun --ntasks``, ``mpirun`` (``autodist.runtime.join``, docs/kubernetes.md);
+    ``ready_timeout``: s it waits for the others at the start (default 600,
+    ``AUTODIST_READY_TIMEOUT``).
     """
 
-    def __init__(self, resource_spec_file, strategy_builder=None, *, job=None, launch_argv=None, trace_dir=None,
-                 logdir=None, verbose=False, progress=False, total_steps=None,
+    def __init__(self, resource_spec_file=None, strategy_builder=None, *, job=None, launch_argv=None,
+                 trace_dir=None, logdir=None, verbose=False, progress=False, total_steps=None,
                  stall_timeout=DEFAULT_STALL_TIMEOUT, max_restarts=0, restart_backoff=2.0, min_nodes=None,
-                 checkpoint_dir=None, save_every=None, launcher=None, accumulation_steps=None):
+                 checkpoint_dir=None, save_every=None, launcher=None, accumulation_steps=None, ready_timeout=None):
         from autodist.spec.resource_spec import ResourceSpec
         _check_accumulation_steps(accumulation_steps)
-        self._resource_spec = (resource_spec_file if isinstance(resource_spec_file, ResourceSpec)
-                               else ResourceSpec(resource_spec_file))
+        spec = resource_spec_file
+        if spec is not None and not isinstance(spec, ResourceSpec):
+            spec = ResourceSpec(spec)
+        platform = _platform_job(spec, job, max_restarts, ready_timeout, os.environ)
+        self._resource_spec = platform.spec if platform is not None else spec
         check_job_arguments(self._resource_spec, total_steps, stall_timeout, max_restarts, restart_backoff, min_nodes,
                             restarted=attempt_of(os.environ) is not None)
         self._graph_item = None
@@ -103,7 +112,7 @@ class AutoDist:
         self._job = Job(self._resource_spec, strategy_builder, context=job, launch_argv=launch_argv,
                         environ=os.environ, trace_dir=trace_dir, logdir=logdir, verbose=verbose, progress=progress,
                         total_steps=total_steps, stall_timeout=stall_timeout, min_nodes=min_nodes,
-                        launcher=launcher, accumulation_steps=accumulation_steps)
+                        launcher=launcher, accumulation_steps=accumulation_steps, platform=platform)
         self._resource_spec = self._job.resource_spec
         if checkpoint_dir is not None:
             from autodist.checkpoint.resume import SessionCheckpoints
@@ -111,6 +120,7 @@ class AutoDist:
                                              os.environ, lambda text: notice(None, text), self._job.attempt)
             self._job.worker_env.update(checkpoints.worker_env)
             self._job.on_session.append(checkpoints.attach)
+            self._job.on_handoff.append(checkpoints.adopt)
             self._job.before_term.append(checkpoints.save_now)
 
     @property
@@ -209,6 +219,49 @@ class AutoDist:
         directories, and raise the first ``RemoteWorkerError``. A no-op on other nodes and when done
         already; without a call it happens at exit (``autodist run`` calls it to choose its exit status)."""
         self._job.finish(abort=abort, timeout=timeout, reason=reason)
+
+
+def _platform_job(spec, job, max_restarts, ready_timeout, environ):
+    """The job the platform started this process in (``runtime.join``), or None: without a spec file when
+    the environment places the process (TF_CONFIG, srun --ntasks, mpirun), or with one and
+    AUTODIST_NODE_ADDRESS. A process an autodist chief launched, or given a JobContext, is not one."""
+    from autodist.runtime.context import JobContext
+    from autodist.runtime.join import EXIT_RETRY, platform_started
+    from autodist.runtime.join.platform import PlatformJob
+    from autodist.runtime.join.places import NODE_ADDRESS_ENV
+    from autodist.runtime.join.platform import DEFAULT_READY_TIMEOUT, READY_TIMEOUT_ENV
+    if job is not None or JobContext.from_env(environ) is not None:
+        return None
+    if spec is not None and not environ.get(NODE_ADDRESS_ENV):
+        if spec.started_by == "platform":
+            raise ResourceSpecError("the spec's processes are started by the platform (started_by: platform): set "
+                                    "{} to this process's node address in every process".format(NODE_ADDRESS_ENV),
+                                    path=spec.path, key="started_by")
+        return None
+    if spec is None and platform_started(environ) in (None, "spec"):
+        raise ResourceSpecError("AutoDist() without a resource spec file joins a job the platform started, and "
+                                "found none in the environment (TF_CONFIG, srun --ntasks, mpirun); pass a spec file "
+                                "(resource_specs/ has examples)")
+    if max_restarts:
+        raise ResourceSpecError("max_restarts: a job the platform started is restarted by the platform (its "
+                                "restart policy, on the status {}); leave max_restarts at 0".format(EXIT_RETRY))
+    timeout = _ready_timeout(ready_timeout, environ, READY_TIMEOUT_ENV, DEFAULT_READY_TIMEOUT)
+    return PlatformJob.from_environ(environ, spec, timeout, lambda text: notice(None, text))
+
+
+def _ready_timeout(value, environ, name, default):
+    if value is None:
+        text = environ.get(name, "").strip()
+        if not text:
+            return default
+        try:
+            value = float(text)
+        except ValueError:
+            raise ResourceSpecError("expected seconds, got {!r}".format(text), key=name) from None
+    if not 1.0 <= value <= 7 * 86400:
+        raise ResourceSpecError("ready_timeout must be from 1 s to a week, got {!r}".format(value),
+                                key="ready_timeout")
+    return float(value)
 
 
 def _check_accumulation_steps(steps):

@@ -90,6 +90,14 @@ class Resumer:
         self._heading = heading
         self._saver = None
         self._step = None       # {key: spec} of the global step
+
+    @property
+    def restore_from(self):
+        return self._restore_from
+
+    @restore_from.setter
+    def restore_from(self, value):   # a platform-started job's process learns it with the chief's plan
+        self._restore_from = value
         self.session = None     # the DistributedSession saved from
         self.last = (None, time.monotonic())    # (step, time) of the last save
 
@@ -164,6 +172,11 @@ class ResumeHook(tf.compat.v1.train.SessionRunHook):
     def save_now(self, timeout=30.0):
         return self._resumer.save_now(timeout)
 
+    def adopt(self, worker_env):
+        """A process of a platform-started job: the chief's decision whether to restore (with its plan)."""
+        if not self._resumer.is_chief:
+            self._resumer.restore_from = worker_env.get(RESTORE_ENV) == "1"
+
     def after_create_session(self, session, coord):
         self._resumer.start(self._distributed(session), self._global_step)
 
@@ -212,6 +225,12 @@ class SessionCheckpoints:
         self._every = save_every
         self._calls = 0
         self._due = False   # a save that waits for the end of an accumulation (``_at_update_boundary``)
+
+    def adopt(self, worker_env):
+        """A process of a platform-started job: the chief's decision whether to restore, handed over with its
+        plan (``runtime.join``) instead of the environment it launches the others with."""
+        if not self._resumer.is_chief:
+            self._resumer.restore_from = worker_env.get(RESTORE_ENV) == "1"
 
     def attach(self, session, first):
         """Restore-or-initialize ``session`` (``first``) or move the saves to it; save after its run calls."""

@@ -137,10 +137,13 @@ def _attempt_argv(args, spec, script, trace_dir, logdir):
 def resource_spec_of(args, environ):
     """``(spec for AutoDist, spec for the other nodes' command line)``: ``-r``'s file, the chief's JSON, or the
     current Slurm allocation's spec."""
+    from autodist.runtime.join import platform_started
     from autodist.spec.resource_spec import ResourceSpec
     if args.resource_spec:
         path = os.path.abspath(args.resource_spec)
         return path, path
+    if not args.spec_json and platform_started(environ) not in (None, "spec"):
+        return None, None   # every process of the job was started by the platform: each joins it
     if args.spec_json:
         data = json.loads(args.spec_json)
     elif environ.get("SLURM_JOB_NODELIST"):
@@ -157,8 +160,11 @@ def resource_spec_of(args, environ):
 
 
 def _node_count(spec):
-    """The number of nodes of ``spec``: a loaded ResourceSpec or the path of its file."""
+    """The number of nodes of ``spec``: a loaded ResourceSpec or the path of its file (None: a job the platform
+    started, whose size is known once its processes are placed)."""
     from autodist.spec.resource_spec import ResourceSpec
+    if spec is None:
+        return None
     return len((ResourceSpec(spec) if isinstance(spec, str) else spec).node_specs)
 
 

@@ -141,6 +141,20 @@ class Strategy:
                 read_from, proto.id, strategy_id))
         return cls(proto)
 
+    @classmethod
+    def from_bytes(cls, data, source="a message"):
+        """A strategy from its serialized message (``proto.SerializeToString()``; handed over without a file)."""
+        proto = strategy_pb2.Strategy()
+        try:
+            proto.ParseFromString(data)
+        except _message.DecodeError as exc:
+            raise StrategyError("{}: not a serialized autodist Strategy ({})".format(source, exc)) from None
+        return cls(proto)
+
+    def to_bytes(self):
+        """The serialized message (what ``from_bytes`` reads)."""
+        return self._proto.SerializeToString(deterministic=True)
+
     def __eq__(self, other):
         return isinstance(other, Strategy) and self._proto == other._proto
 

@@ -33,19 +33,18 @@ session's tracer and scalar log, ``runtime.watch.views``.
 """
 import atexit
 import dataclasses
-import logging
 import os
 import shutil
-import sys
 import tempfile
 import time
 import weakref
 
 from autodist.errors import LaunchError, RemoteWorkerError, SessionError
 from autodist.runtime.context import JobContext
+from autodist.runtime.ending import JobEnding, close_at_exit
 from autodist.runtime.launch.coordinator import Coordinator
 from autodist.runner.srun import pick_launcher
-from autodist.runtime.launch.member_server import note_exit, serve
+from autodist.runtime.launch.member_server import serve
 from autodist.runtime.session.node import open_node_session
 from autodist.runtime.notices import notice
 from autodist.runtime.watch.progress import Progress
@@ -55,8 +54,11 @@ from autodist.runtime.watch.stall import DEFAULT_STALL_TIMEOUT, member_stall
 from autodist.runtime.watch.step_report import ReportWriter, StepMonitor
 from autodist.runtime.watch.views import JobViews
 from autodist.runtime.launch.node import runner_factory, single_node_job
-from autodist.runtime.strategy_handoff import (adopt_calibration, build_strategy, keep_calibration, load_strategy,
-                                               script_argv, with_accumulation, write_calibration)
+from autodist.plan.strategy import Strategy
+from autodist.runtime.join.platform import EXIT_RETRY, Handoff, platform_versions
+from autodist.runtime.strategy_handoff import (adopt_calibration, build_strategy, calibration_from_dict,
+                                               keep_calibration, load_strategy, script_argv, with_accumulation,
+                                               write_calibration)
 from autodist.spec.cluster import cpu_count_of
 
 __all__ = ["Job", "build_strategy", "load_strategy", "script_argv", "EXIT_NODE_FAILED"]
@@ -64,7 +66,7 @@ __all__ = ["Job", "build_strategy", "load_strategy", "script_argv", "EXIT_NODE_F
 EXIT_NODE_FAILED = 1   # the chief's status when another node's script failed (as `autodist run`)
 
 
-class Job:
+class Job(JobEnding):
     """This process's part in one job (see the module docstring).
 
     ``context`` attaches this process to a job whose servers someone else
@@ -94,7 +96,8 @@ class Job:
 
     def __init__(self, resource_spec, strategy_builder=None, *, context=None, launch_argv=None, environ=None,
                  trace_dir=None, logdir=None, verbose=False, progress=False, total_steps=None,
-                 stall_timeout=DEFAULT_STALL_TIMEOUT, min_nodes=None, launcher=None, accumulation_steps=None):
+                 stall_timeout=DEFAULT_STALL_TIMEOUT, min_nodes=None, launcher=None, accumulation_steps=None,
+                 platform=None):
         self._spec = self._full_spec = resource_spec
         self._accumulation = accumulation_steps
         self._launcher = pick_launcher(launcher, environ if environ is not None else {})
@@ -110,7 +113,9 @@ class Job:
         self._launch_argv = list(launch_argv) if launch_argv is not None else None
         env_context = JobContext.from_env(environ) if context is None and environ is not None else None
         self._launched_by_chief = env_context is not None
-        self._context = context if context is not None else env_context
+        self._platform = platform   # a job the platform started (``runtime.join``): every process joins it
+        self.on_handoff = []        # callables(the chief's worker_env), on the other processes of such a job
+        self._context = platform.context if platform is not None else context if context is not None else env_context
         self._parent = os.getppid()
         self._coordinator = None
         self._session = None
@@ -124,9 +129,14 @@ class Job:
         if self._launched_by_chief and self._context.serves:   # this process hosts its node's server
             node = {n.address: n for n in resource_spec.node_specs}[self._context.address]
             serve(self._context, cpu_count_of(node), node.threads, self._monitor, cores=node.cores)
-        atexit.register(_close_at_exit, weakref.ref(self))   # after the job's own exit work (registered later)
+        if platform is not None:   # its server, once every process of the job started its own
+            platform.start({n.address: n for n in resource_spec.node_specs}[self._context.address])
+            atexit.register(self._platform_exit)
+        atexit.register(close_at_exit, weakref.ref(self))   # after the job's own exit work (registered later)
         self.attempt = attempt_of(environ) if self._context is None else None   # a supervised new chief's number
         self.node_failure_status = NODE_FAILED if self.attempt else EXIT_NODE_FAILED
+        if platform is not None:
+            self.node_failure_status = EXIT_RETRY
         if self._context is not None:   # the nodes the chief launched (fewer after a shrink)
             self._spec = restricted(resource_spec, self._context.addresses)
         elif min_nodes and self.attempt and self.attempt > 1:
@@ -235,6 +245,8 @@ class Job:
                                  **self._views(context, strategy, item))
 
     def _join(self, item):
+        if self._platform is not None:
+            return self._join_platform(item)
         context = self._context
         path = os.path.expanduser(context.strategy_path)
         if context.is_chief:
@@ -252,6 +264,30 @@ class Job:
             self._reporter = ReportWriter(self._monitor).start()
         return open_node_session(item, strategy, context, self._spec, failure=failure, monitor=self._monitor,
                                  **self._views(context, strategy, item))
+
+    def _join_platform(self, item):
+        """A platform-started job: the chief plans and sends the plan, the others receive it (``runtime.join``)."""
+        platform, context = self._platform, self._context
+        if context.is_chief:
+            calibration = self._keep_calibration()
+            strategy = self._build_strategy(item, self._spec)
+            platform.send_plan(Handoff(strategy.to_bytes(), self._spec.to_dict(),
+                                       calibration.to_dict() if calibration is not None else None,
+                                       dict(self.worker_env), platform_versions()))
+        else:
+            handoff = platform.receive_plan()
+            if handoff.spec != self._spec.to_dict():
+                raise LaunchError("{} sees another job than the chief: its spec {} against the chief's {} (the "
+                                  "processes' environments differ: AUTODIST_CPUS_PER_NODE, GPUs...)".format(
+                                      context.address, self._spec.to_dict(), handoff.spec))
+            strategy = Strategy.from_bytes(handoff.strategy, "the chief's plan")
+            if handoff.calibration is not None:
+                self._builder = self.strategy_builder.with_calibration(calibration_from_dict(handoff.calibration))
+            for callback in self.on_handoff:
+                callback(handoff.worker_env)
+        self._session_args = (context, platform.failure, None)
+        return open_node_session(item, strategy, context, self._spec, failure=platform.failure,
+                                 monitor=self._monitor, **self._views(context, strategy, item))
 
     def _before_term(self):
         for callback in self.before_term:
@@ -305,91 +341,3 @@ class Job:
     def _views(self, context, strategy, item):
         """The session's tracer and scalar log (``runtime.watch.views``): made with the first session."""
         return self._job_views.for_session(context, strategy, item, self._spec)
-
-    # -- finish ------------------------------------------------------------------------
-    def finish(self, abort=False, timeout=120.0, reason=None):
-        """End the job this chief launched (``AutoDist.finish_job``): wait up to ``timeout`` s for the
-        other nodes' scripts (``abort``: stop them now, announcing ``reason``), stop every process of
-        the job, remove its directories, and raise the first ``RemoteWorkerError``. A no-op on other
-        nodes and when done already."""
-        self._stop_progress()
-        coordinator, self._coordinator = self._coordinator, None
-        if coordinator is None:
-            return
-        if not abort:
-            coordinator.finish(timeout)
-            return
-        coordinator.abort(reason=reason)
-        failure = coordinator.failure()
-        if failure is not None:
-            raise failure
-
-    def chief_exiting(self, code):
-        """The script leaves ``scope()`` through ``sys.exit(code)``: an error status ends the job at once.
-
-        The other nodes would otherwise wait in their next step for a chief
-        that will never take it. The status stays the script's own. A launched
-        member notes it: with a failing status its process does not stay to
-        serve (``runtime.launch.member_server``).
-        """
-        if self._launched_by_chief:
-            note_exit(code)
-        if self._coordinator is None or code is None or code == 0:
-            return
-        try:
-            self.finish(abort=True, reason="the chief's script is exiting with {}".format(
-                "code {}".format(code) if isinstance(code, int) else "an error ({})".format(code)))
-        except RemoteWorkerError as e:   # an earlier failure of another node: say it, keep the script's status
-            print("autodist: error: {}".format(e), file=sys.stderr, flush=True)
-
-    def _finish_at_exit(self):
-        """At the chief's exit: end the job; abort it after an error in the script.
-
-        Python has fixed the exit status by now, and an atexit handler cannot
-        change it (a ``SystemExit`` raised here is ignored). When another
-        node's script failed, the job failed, and the shell that started the
-        chief must see it: after the complete teardown, the process ends with
-        ``node_failure_status`` itself (``EXIT_NODE_FAILED``; ``NODE_FAILED`` in a
-        supervised attempt, also when the failure reached the script as an
-        uncaught ``RemoteWorkerError``, so that the supervisor restarts the
-        job). That is the only way Python leaves.
-        """
-        self._stop_progress()
-        coordinator, self._coordinator = self._coordinator, None
-        if coordinator is None:
-            return
-        error = getattr(sys, "last_value", None)
-        if error is not None:   # the traceback is printed and the status is non-zero already
-            coordinator.abort(reason="the chief's script was interrupted" if isinstance(error, KeyboardInterrupt)
-                              else "the chief's script failed ({})".format(type(error).__name__))
-            failure = coordinator.failure()
-            if isinstance(error, RemoteWorkerError) and failure is not None and self.attempt:
-                print("autodist: error: {}".format(failure), file=sys.stderr, flush=True)
-                _leave_with(self.node_failure_status)   # another node failed: the supervisor restarts
-            return
-        try:
-            coordinator.finish()
-        except RemoteWorkerError as e:
-            print("autodist: error: {}".format(e), file=sys.stderr, flush=True)
-            _leave_with(self.node_failure_status)
-
-
-def _close_at_exit(job_ref):
-    """Close the job's session at exit if the script did not: a session left open reports errors from
-    TensorFlow's callables once TensorFlow is unloaded."""
-    job = job_ref()
-    close = getattr(job.session, "close", None) if job is not None else None
-    if close is not None:
-        close()
-
-
-def _leave_with(status):
-    """End the process with ``status`` from an atexit handler, after flushing what it wrote."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError, AttributeError):
-            pass
-    logging.shutdown()
-    os._exit(status)  # see Job._finish_at_exit: at exit there is no other way to set the status
-

@@ -57,7 +57,7 @@ def check_min_nodes(min_nodes, node_count, restarts, name="min_nodes", restarts_
     if not restarts:
         raise ArgumentError("{} acts when a job restarts (it leaves out unreachable nodes then): give {} too, or "
                             "leave {} out".format(name, restarts_name, name))
-    if min_nodes > node_count:
+    if node_count is not None and min_nodes > node_count:
         raise ArgumentError("{} is {} but the resource spec has {} node(s): a job can never keep more nodes than "
                             "it has; give at most {}".format(name, min_nodes, node_count, node_count))
     return min_nodes

@@ -18,7 +18,7 @@ from autodist.runner.base import wait_until
 from autodist.runtime.calibrate.first_probe import calibration_for_planning
 
 __all__ = ["build_strategy", "with_accumulation", "accumulation_of", "load_strategy", "keep_calibration",
-           "write_calibration", "adopt_calibration", "shipped_calibration", "script_argv"]
+           "write_calibration", "adopt_calibration", "shipped_calibration", "calibration_from_dict", "script_argv"]
 
 
 def build_strategy(graph_item, resource_spec, builder):
@@ -54,6 +54,12 @@ def load_strategy(context):
         raise LaunchError("node {}: the chief's strategy did not appear at {} within {:.0f} s".format(
             context.address, context.strategy_path, context.strategy_wait))
     return Strategy.deserialize(path=path)
+
+
+def calibration_from_dict(data):
+    """The chief's calibration from its plain data (a platform-started job hands it over without a file)."""
+    from autodist.strategies.cost.calibration import Calibration
+    return Calibration.from_dict(data)
 
 
 def keep_calibration(builder, resource_spec, may_probe=False):

@@ -206,6 +206,7 @@ class ResourceSpec:
         chief = check_rules(doc, tree, ctx)
         self._path = path
         self._name = doc["name"]
+        self._started_by = doc["started_by"]
         self._groups = {name: _ssh_config(fields, name, path) for name, fields in doc["ssh"].items()}
         self._nodes = tuple(_node_spec(fields, i == chief) for i, fields in enumerate(doc["nodes"]))
         self._chief = self._nodes[chief].address
@@ -225,6 +226,11 @@ class ResourceSpec:
     @property
     def name(self):
         return self._name
+
+    @property
+    def started_by(self):
+        """"chief" (it launches the other nodes) or "platform" (every process joins: ``runtime.join``)."""
+        return self._started_by
 
     @property
     def warnings(self):
@@ -317,6 +323,8 @@ class ResourceSpec:
         data = {"nodes": [_node_dict(n) for n in self._nodes]}
         if self._name is not None:
             data = {"name": self._name, **data}
+        if self._started_by != "chief":
+            data["started_by"] = self._started_by
         if self._groups:
             data["ssh"] = {name: _ssh_dict(cfg) for name, cfg in self._groups.items()}
         return data

@@ -126,7 +126,7 @@ def check_rules(doc, tree, ctx):
     nodes = doc["nodes"]
     _unique_addresses(nodes, tree, ctx)
     chief = _one_chief(nodes, tree, ctx)
-    _ssh_references(nodes, doc["ssh"], chief, tree, ctx)
+    _ssh_references(nodes, doc["ssh"], chief, tree, ctx, doc.get("started_by", "chief") == "platform")
     _not_mixed(nodes, chief, tree, ctx)
     return chief
 
@@ -165,7 +165,9 @@ def _one_chief(nodes, tree, ctx):
     return chiefs[0]
 
 
-def _ssh_references(nodes, groups, chief, tree, ctx):
+def _ssh_references(nodes, groups, chief, tree, ctx, joined=False):
+    """Every ssh group named exists; every node the chief launches over SSH names one (``joined``: the
+    platform starts every process, nobody is reached over SSH)."""
     for i, node in enumerate(nodes):
         name = node["ssh_config"]
         key = "nodes[{}].ssh_config".format(i)
@@ -179,7 +181,7 @@ def _ssh_references(nodes, groups, chief, tree, ctx):
                 hint = "the spec has no 'ssh' section"
             raise ctx.error("no ssh group named {!r} ({})".format(name, hint),
                             _line(tree, "nodes", i, "ssh_config"), key)
-        if name is None and i != chief and not is_loopback(node["address"]):
+        if name is None and i != chief and not is_loopback(node["address"]) and not joined:
             raise ctx.error("missing: node {!r} is neither the chief nor a loopback address, so it "
                             "is reached over SSH; name a group under 'ssh'".format(node["address"]),
                             _line(tree, "nodes", i), key)

@@ -337,8 +337,17 @@ NODE = Record("a node (a mapping with at least 'address')", (
         "node is pinned to, all its threads; []: not pinned", []),
 ))
 
+def _started_by(value):
+    return None if value in ("chief", "platform") else "must be 'chief' or 'platform', got {!r}".format(value)
+
+
+STARTED_BY = Scalar("'chief' or 'platform'", _is_str, _started_by, text=True)
+
 SPEC = Record("a mapping with a 'nodes' list", (
     Key("name", STRING, "a label for the cluster", None),
+    Key("started_by", STARTED_BY, "who starts the nodes' processes: 'chief' (it launches the others over SSH "
+        "or srun) or 'platform' (Kubernetes, srun --ntasks, mpirun: every process joins, no ssh groups; "
+        "docs/kubernetes.md)", "chief"),
     Key("nodes", ListOf(NODE, "a list of nodes"), "the machines of the cluster"),
     Key("ssh", MapOf(SSH_GROUP, "a mapping of ssh group names to settings"),
         "named SSH settings that nodes refer to with 'ssh_config'", {}),

@@ -146,6 +146,7 @@ class _Launcher:
                           lambda text: notice(None, text), save_steps=steps, save_secs=None if steps else secs,
                           heading="attempt {}: ".format(attempt) if attempt else "")
         ad.job.before_term.append(hook.save_now)   # SIGTERM: a last checkpoint, then the job stops
+        ad.job.on_handoff.append(hook.adopt)       # a platform-started job: the decision comes with the plan
         return hook
 
     def refuse_on_training_graph(self, name, replacement, graph_arg=None):

@@ -1,0 +1,122 @@
+"""How this process's part in a job ends: the chief's teardown, a script's sys.exit, the status at exit.
+
+``Job`` (``runtime.job``) takes these from ``JobEnding``; they are apart
+because they are one concern, the end, told in ``docs/running.md``, "How a job
+ends":
+
+    ad.finish_job(...)             finish: wait for (or abort) the other nodes, stop every process
+    sys.exit(code) in ad.scope()   chief_exiting: an error status ends the job at once
+    the chief's exit               _finish_at_exit: the teardown; a failed node's status
+    a joined process's exit        _platform_exit: "done", or EXIT_RETRY after a peer's failure
+    any process's exit             close_at_exit: the session closed before TensorFlow unloads
+"""
+import logging
+import os
+import sys
+
+from autodist.errors import RemoteWorkerError
+from autodist.runtime.join.places import EXIT_RETRY
+from autodist.runtime.launch.member_server import note_exit
+
+__all__ = ["JobEnding", "close_at_exit", "leave_with"]
+
+
+class JobEnding:
+    """The end of a ``Job`` (module docstring); uses the job's coordinator, platform and progress line."""
+
+    def _platform_exit(self):
+        """The end of a platform-started job's process: stopped by a peer's failure (retry status), or done."""
+        self._stop_progress()
+        failure = self._platform.failure()
+        if failure is None:
+            self._platform.finish()
+            return
+        leave_with(EXIT_RETRY)   # another process failed or went away: the platform restarts the whole job
+
+    # -- finish ------------------------------------------------------------------------
+    def finish(self, abort=False, timeout=120.0, reason=None):
+        """End the job this chief launched (``AutoDist.finish_job``): wait up to ``timeout`` s for the
+        other nodes' scripts (``abort``: stop them now, announcing ``reason``), stop every process of
+        the job, remove its directories, and raise the first ``RemoteWorkerError``. A no-op on other
+        nodes and when done already."""
+        self._stop_progress()
+        coordinator, self._coordinator = self._coordinator, None
+        if coordinator is None:
+            return
+        if not abort:
+            coordinator.finish(timeout)
+            return
+        coordinator.abort(reason=reason)
+        failure = coordinator.failure()
+        if failure is not None:
+            raise failure
+
+    def chief_exiting(self, code):
+        """The script leaves ``scope()`` through ``sys.exit(code)``: an error status ends the job at once.
+
+        The other nodes would otherwise wait in their next step for a chief
+        that will never take it. The status stays the script's own. A launched
+        member notes it: with a failing status its process does not stay to
+        serve (``runtime.launch.member_server``).
+        """
+        if self._launched_by_chief:
+            note_exit(code)
+        if self._coordinator is None or code is None or code == 0:
+            return
+        try:
+            self.finish(abort=True, reason="the chief's script is exiting with {}".format(
+                "code {}".format(code) if isinstance(code, int) else "an error ({})".format(code)))
+        except RemoteWorkerError as e:   # an earlier failure of another node: say it, keep the script's status
+            print("autodist: error: {}".format(e), file=sys.stderr, flush=True)
+
+    def _finish_at_exit(self):
+        """At the chief's exit: end the job; abort it after an error in the script.
+
+        Python has fixed the exit status by now, and an atexit handler cannot
+        change it (a ``SystemExit`` raised here is ignored). When another
+        node's script failed, the job failed, and the shell that started the
+        chief must see it: after the complete teardown, the process ends with
+        ``node_failure_status`` itself (``EXIT_NODE_FAILED``; ``NODE_FAILED`` in a
+        supervised attempt, also when the failure reached the script as an
+        uncaught ``RemoteWorkerError``, so that the supervisor restarts the
+        job). That is the only way Python leaves.
+        """
+        self._stop_progress()
+        coordinator, self._coordinator = self._coordinator, None
+        if coordinator is None:
+            return
+        error = getattr(sys, "last_value", None)
+        if error is not None:   # the traceback is printed and the status is non-zero already
+            coordinator.abort(reason="the chief's script was interrupted" if isinstance(error, KeyboardInterrupt)
+                              else "the chief's script failed ({})".format(type(error).__name__))
+            failure = coordinator.failure()
+            if isinstance(error, RemoteWorkerError) and failure is not None and self.attempt:
+                print("autodist: error: {}".format(failure), file=sys.stderr, flush=True)
+                leave_with(self.node_failure_status)   # another node failed: the supervisor restarts
+            return
+        try:
+            coordinator.finish()
+        except RemoteWorkerError as e:
+            print("autodist: error: {}".format(e), file=sys.stderr, flush=True)
+            leave_with(self.node_failure_status)
+
+
+def close_at_exit(job_ref):
+    """Close the job's session at exit if the script did not: a session left open reports errors from
+    TensorFlow's callables once TensorFlow is unloaded."""
+    job = job_ref()
+    close = getattr(job.session, "close", None) if job is not None else None
+    if close is not None:
+        close()
+
+
+def leave_with(status):
+    """End the process with ``status`` from an atexit handler, after flushing what it wrote."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    logging.shutdown()
+    os._exit(status)  # see Job._finish_at_exit: at exit there is no other way to set the status
+

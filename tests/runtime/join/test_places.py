@@ -1,0 +1,89 @@
+"""autodist.runtime.join.places and cluster: where a platform-started process is, from its environment alone."""
+import json
+
+import pytest
+
+from autodist.errors import ResourceSpecError
+from autodist.runtime.join.cluster import job_spec
+from autodist.runtime.join.places import platform_started, resolve
+from autodist.spec.resource_spec import ResourceSpec
+
+CLUSTER = {"chief": ["10.0.0.1:2222"], "worker": ["10.0.0.2:2222", "10.0.0.3:2222"], "ps": ["10.0.0.9:2222"],
+           "evaluator": ["10.0.0.8:2222"]}
+
+
+def _tf_config(kind, index=0, **extra):
+    return dict({"TF_CONFIG": json.dumps({"cluster": CLUSTER, "task": {"type": kind, "index": index}})}, **extra)
+
+
+def test_tf_config_places_the_chief_first_and_leaves_out_evaluators_and_ps():
+    place = resolve(_tf_config("worker", 1))
+    assert (place.source, place.rank, place.size, place.chief) == ("TF_CONFIG", 2, 3, 0)
+    assert place.servers == ("10.0.0.1:2222", "10.0.0.2:2222", "10.0.0.3:2222")
+    spec = job_spec(place)
+    assert [n.address for n in spec.node_specs] == ["10.0.0.1", "10.0.0.2", "10.0.0.3"] and spec.chief == "10.0.0.1"
+    with pytest.raises(ResourceSpecError, match="evaluator, which is not part of the training job"):
+        resolve(_tf_config("evaluator"))
+    with pytest.raises(ResourceSpecError, match="AUTODIST_INCLUDE_PS=1"):
+        resolve(_tf_config("ps"))
+    with_ps = resolve(_tf_config("ps", AUTODIST_INCLUDE_PS="1"))
+    assert with_ps.rank == 3 and job_spec(with_ps).node_specs[3].gpus == ()
+
+
+def test_worker_zero_is_the_chief_without_a_chief_task():
+    config = {"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 1}}
+    place = resolve({"TF_CONFIG": json.dumps(config)})
+    assert (place.rank, place.chief, place.chief_server) == (1, 0, "a:1")
+
+
+def test_slurm_tasks_take_the_port_rule_and_one_task_per_host():
+    environ = {"SLURM_PROCID": "1", "SLURM_NTASKS": "3", "SLURM_STEP_ID": "0", "SLURM_STEP_NODELIST": "n[1-3]",
+               "AUTODIST_PORT": "30000"}
+    assert platform_started(environ) == "Slurm"
+    place = resolve(environ)
+    assert place.servers == ("n1:30000", "n2:30001", "n3:30002") and place.rank == 1
+    with pytest.raises(ResourceSpecError, match="same number of tasks on every host"):
+        resolve(dict(environ, SLURM_NTASKS="4"))
+    with pytest.raises(ResourceSpecError, match="one process per node"):
+        job_spec(resolve(dict(environ, SLURM_NTASKS="6")))
+    assert platform_started(dict(environ, SLURM_NTASKS="1")) is None   # one task: the launcher mode's
+
+
+def test_mpi_needs_the_chiefs_address_and_learns_the_others_at_the_start():
+    environ = {"OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_SIZE": "4"}
+    with pytest.raises(ResourceSpecError, match="AUTODIST_CHIEF_ADDRESS"):
+        resolve(environ)
+    place = resolve(dict(environ, AUTODIST_CHIEF_ADDRESS="head", AUTODIST_PORT="30000"))
+    assert place.servers is None and place.chief_server == "head:30004" and (place.rank, place.size) == (2, 4)
+
+
+def test_a_spec_file_and_a_node_address(tmp_path):
+    path = tmp_path / "spec.yml"
+    path.write_text("started_by: platform\nnodes:\n  - address: 10.0.0.1\n    chief: true\n  - address: 10.0.0.2\n")
+    spec = ResourceSpec(str(path))
+    place = resolve({"AUTODIST_NODE_ADDRESS": "10.0.0.2", "AUTODIST_PORT": "31000"}, spec)
+    assert (place.rank, place.chief, place.servers) == (1, 0, ("10.0.0.1:31000", "10.0.0.2:31001"))
+    with pytest.raises(ResourceSpecError, match="is not a node of"):
+        resolve({"AUTODIST_NODE_ADDRESS": "10.0.0.7"}, spec)
+
+
+def test_nothing_in_the_environment_is_said_plainly():
+    assert platform_started({}) is None
+    with pytest.raises(ResourceSpecError, match="found no job in the environment"):
+        resolve({})
+    with pytest.raises(ResourceSpecError, match="AUTODIST_PORT"):
+        resolve(dict(_tf_config("worker"), SLURM_PROCID="0", AUTODIST_NODE_ADDRESS="x", AUTODIST_PORT="80"),
+                ResourceSpec.from_dict({"started_by": "platform", "nodes": [{"address": "x"}]}))
+
+
+def test_a_process_with_other_versions_than_the_chiefs_stops_naming_both():
+    from autodist.runtime.join.exchange import JoinError
+    from autodist.runtime.join.platform import Handoff, check_versions, platform_versions
+    mine = platform_versions()
+    check_versions(dict(mine), mine, "10.0.0.2", "10.0.0.1")
+    chiefs = dict(mine, tensorflow="2.20.0")
+    with pytest.raises(JoinError, match="10.0.0.2 runs autodist .* with TensorFlow .*, the chief 10.0.0.1 .* "
+                                        "TensorFlow 2.20.0"):
+        check_versions(chiefs, mine, "10.0.0.2", "10.0.0.1")
+    handoff = Handoff(b"\x01\x02", {"nodes": []}, None, {"AUTODIST_RESTORE": "1"}, mine)
+    assert Handoff.decode(handoff.encode()) == handoff
