@@ -36,6 +36,7 @@ from typing import Dict, FrozenSet, List, Tuple
 import tensorflow as tf
 
 from autodist.errors import TransformError
+from autodist.capture.datasets.uneven import STATE as INPUT_STATE
 from autodist.capture.queries import is_variable_write
 
 __all__ = ["VariableFacts", "GradInput", "GraphAnalysis", "analyze", "apply_subgraph", "resource_users",
@@ -345,7 +346,9 @@ def _link(item, variables, creation, apply_ops, train_ops, grads, grad_info):
         grad_tensors={v: {c: t.name for c, t in parts.items()} for v, parts in grads.items()},
         sparse={v: "values" in parts for v, parts in grads.items()},
         update_ops={v: update.name for v, (_, _, update) in grad_info.items()},
-        writes=writes, slots=slots, shared_state=shared, couplings=_couplings(reached))
+        writes=writes, slots=slots, shared_state=shared,
+        # every update reads the input progress's mean (kernel.uneven_inputs): not a coupling between the variables
+        couplings=_couplings({v: ops for v, ops in reached.items() if v != INPUT_STATE}))
 
 
 def _with_reads(graph, reached, apply_ops):

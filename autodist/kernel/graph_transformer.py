@@ -1,7 +1,7 @@
 """GraphTransformer: the captured single-device GraphItem -> this node's distributed GraphItem.
 
     strategy --read_entries--> entries
-    item [--accumulate(k), k > 1] [--half_gradients, mixed precision] --partition(entries)--> item
+    item [--uneven_inputs] [--accumulate(k), k > 1] [--half_gradients, mixed precision] --partition(entries)--> item
          --assign(entries)--> replicate --> sync_in_graph --> sync_between_graph --> finalize
 
 The strategy is read once (``contract.read_entries``). Every pass is
@@ -25,6 +25,7 @@ from autodist.kernel.half_gradients import HalfGradients
 from autodist.kernel.partitioner import Partitioner
 from autodist.kernel.replicator import Replicator
 from autodist.kernel.synchronization import SyncBetweenGraph, SyncInGraph
+from autodist.kernel.uneven_inputs import UnevenInputs, reads_ahead
 
 __all__ = ["GraphTransformer", "TransformResult", "run_passes"]
 
@@ -88,7 +89,8 @@ class GraphTransformer:
     def transform(self, item):
         entries = read_entries(self.strategy)
         accumulating = entries.accumulation_steps > 1
-        first = [Accumulate(entries.accumulation_steps)] if accumulating else []
+        first = [UnevenInputs(entries)] if reads_ahead(item) else []   # AutoDist(uneven_inputs=...)
+        first += [Accumulate(entries.accumulation_steps)] if accumulating else []
         half = half_gradient_dtypes(item)
         first += [HalfGradients(half)] if half else []
         partitioned = run_passes(item, first + [Partitioner(entries)], observe=self.observe)
