@@ -10,6 +10,9 @@
     chief_signals  Ctrl-C / SIGTERM to the chief stop the job; failures raised in the chief
     job_logs       each launched process's full log, on the chief, kept after the job (never pruned while it runs)
     limits         the ranges of a job's settings: autodist run's options, AutoDist(...)'s arguments
+    restart, shrink   a new job after a node failure; leaving out unreachable nodes at a restart
+    elastic/       elastic jobs: host discovery, membership and back-off, the supervisor, an attempt's
+                   stop at a step boundary, a member's preemption notice
     progress       the chief's progress line: step, steps/s, examples/s over the nodes, ETA
     server         ``python -m autodist.runtime.server``: a node's TensorFlow server
     node_session   this node's graph transformed, on its server, initialized: a DistributedSession
