@@ -90,8 +90,8 @@ class AutoDist:
     ``"end"`` ends the epoch for every node at the first node's end, ``"join"``
     lets a node without data contribute nothing while the others go on; each
     step's update is the mean over the rows the replicas held
-    (``docs/input_pipelines.md``, "Uneven inputs"; None: a node whose input
-    ends first fails the job). ``auto_shard``: ``"auto"``, ``"file"`` or
+    (``docs/input_pipelines.md``, "Uneven inputs"; None: the others wait for a
+    node whose input ended, until the stall timeout). ``auto_shard``: ``"auto"``, ``"file"`` or
     ``"data"`` shards every dataset an iterator is made of in the scope over
     the nodes, as tf.distribute does (None / ``"off"``: shard it yourself).
     Elastic jobs (``docs/elastic.md``): ``elastic=True`` or ``host_discovery_script``

@@ -1,7 +1,7 @@
 """Uneven inputs: each node reads its own tf.data shard, node 1 three batches fewer than node 0.
 
-Node 0's shard is ``BATCHES[0]`` batches of ``BATCH`` rows, its last one partial;
-node 1's is three batches fewer. Each node trains until its session raises
+Node 0's shard is 8 batches of ``BATCH`` rows, its last one partial; node 1's
+is three batches fewer. A node of several replicas reads as many batches a step. Each node trains until its session raises
 ``OutOfRangeError`` (the loop every tf.data script has). The single-device
 reference trains, step after step, on the rows the job's replicas actually
 held in that step: both nodes' batches while both have data, then (``join``)
@@ -38,16 +38,18 @@ def _model(ids, x, y):
     return tf1.train.AdamOptimizer(0.05).minimize(loss), [emb, w]
 
 
-def steps_of(policy):
-    """Each step's rows of each node: ``[(slice of node 0, slice of node 1 or None), ...]``."""
+def steps_of(policy, replicas):
+    """Each step's rows of each node's shard, ``[[slice or None per batch], ...]``: a node of ``replicas[a]``
+    replicas reads that many batches a step."""
     counts = {a: -(-n // BATCH) for a, n in ROWS.items()}
-    first, second = sorted(ROWS)
-    last = min(counts.values()) if policy == "end" else max(counts.values())
-    return [tuple(slice(s * BATCH, min((s + 1) * BATCH, ROWS[a])) if s < counts[a] else None
-                  for a in (first, second)) for s in range(last)]
+    full = {a: counts[a] // replicas[a] for a in ROWS}                 # steps where all its replicas have data
+    some = {a: -(-counts[a] // replicas[a]) for a in ROWS}             # steps where one of them has
+    last = min(full.values()) if policy == "end" else max(some.values())
+    return [[slice(b * BATCH, min((b + 1) * BATCH, ROWS[a])) if b < counts[a] else None
+             for a in sorted(ROWS) for b in range(s * replicas[a], (s + 1) * replicas[a])] for s in range(last)]
 
 
-def reference(policy):
+def reference(policy, replicas):
     """(steps, variables) of one device trained on each step's rows of both shards."""
     import tensorflow as tf
     tf1 = tf.compat.v1
@@ -59,9 +61,10 @@ def reference(policy):
         train, variables = _model(ids, x, y)
         with tf1.Session() as sess:
             sess.run(tf1.global_variables_initializer())
-            steps = steps_of(policy)
+            steps = steps_of(policy, replicas)
+            owners = [d for a, d in zip(sorted(ROWS), data) for _ in range(replicas[a])]
             for rows in steps:
-                parts = [tuple(a[r] for a in d) for d, r in zip(data, rows) if r is not None]
+                parts = [tuple(a[r] for a in d) for d, r in zip(owners, rows) if r is not None]
                 sess.run(train, {ph: np.concatenate([p[i] for p in parts]) for i, ph in enumerate((ids, x, y))})
             return len(steps), sess.run(variables)
 
