@@ -49,6 +49,9 @@ def test_wanted_nodes_keep_the_chief_and_the_limit_and_skip_what_is_set_aside():
     assert members.wanted({"127.0.0.3": None, "127.9.9.9": None}) == ["127.0.0.1", "127.0.0.3"]
     assert any("lists 127.9.9.9, which is not a node of spec.yml" in line for line in said)
     assert any("does not list the chief 127.0.0.1; it stays" in line for line in said)
+    assert members.wanted({"127.0.0.2": 4, "127.0.0.3": 2}) == ["127.0.0.1", "127.0.0.3"]
+    assert said[-1] == "elastic: the discovery script gives 127.0.0.2 4 slots, but spec.yml lists 3 gpus for it; " \
+                       "it is left out"
     assert members.set_aside("127.0.0.2", "preflight: cannot reach it", now=100.0) == 10.0
     assert members.wanted(None, now=105.0) == ["127.0.0.1", "127.0.0.3"]
     assert members.wanted(None, now=110.0) == ["127.0.0.1", "127.0.0.2"]            # tried again after the back-off

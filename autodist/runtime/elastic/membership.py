@@ -6,7 +6,8 @@ every node of the spec is). A node is left out while it is set aside::
 
     Membership(spec, min_nodes, max_nodes, backoff)
     wanted(found, now)        the chief, then the found candidates in spec order, at most max_nodes,
-                              none that is set aside; every other found address is reported once
+                              none that is set aside; every other found address, and a host given
+                              more slots than the spec lists devices for it, is reported once
     set_aside(address, why)   out for backoff * 2^(failures-1) s (at most MAX_BACKOFF_FACTOR * backoff),
                               then tried again; a node that keeps failing waits longer each time
     nodes_spec(nodes, slots)  the spec of just those nodes, each with the GPUs (or CPUs) its slots allow
@@ -76,9 +77,21 @@ class Membership:
         for address in candidates:
             if address == chief or (found is not None and address not in found) or self.is_aside(address, now):
                 continue
-            if len(nodes) < self.max_nodes:
+            if len(nodes) < self.max_nodes and self._slots_fit(address, (found or {}).get(address)):
                 nodes.append(address)
         return nodes
+
+    def _slots_fit(self, address, slots):
+        """Whether the spec lists at least ``slots`` devices for ``address`` (said once when it does not)."""
+        node = {n.address: n for n in self.spec.node_specs}[address]
+        devices = ("gpus", node.gpus) if node.gpus else ("cpus", node.cpus)
+        if slots is None or slots <= len(devices[1]):
+            return True
+        if (address, slots) not in self._reported:
+            self._reported.add((address, slots))
+            self._say("elastic: the discovery script gives {} {} slots, but {} lists {} {} for it; it is left "
+                      "out".format(address, slots, self.spec.path, len(devices[1]), devices[0]))
+        return False
 
     def _report_unknown(self, found, candidates):
         for address in sorted(set(found) - set(candidates) - self._reported):
