@@ -27,7 +27,10 @@
     finish   wait for the other scripts to end (or report done while their
              process still serves), stop the servers, remove the
              working directories (each launched process's full log stays on the
-             chief: ``autodist.runtime.job_logs``); ``abort`` does the same without waiting. A
+             chief: ``autodist.runtime.job_logs``); ``abort`` does the same without waiting
+             (``release_first``, an elastic job: the directories go before the processes are
+             signalled, which tells a member that the signal is the stop, not a preemption
+             notice: ``autodist.runtime.elastic.preemption``). A
              node whose reports show it waiting for a step the chief will never
              take (``autodist.runtime.step_report.waiting_for_chief``) is
              stopped then, not after the timeout

@@ -72,6 +72,7 @@ class _Supervisor:
                                   settings.host_backoff, self._say)
         self.discovery = Discovery(settings.discovery_script) if settings.discovery_script else None
         self._found = None        # the hosts the script found last ({address: slots})
+        self._problem = ""        # why its last run failed ("": it did not)
         self._changes = 0
         self._first_replicas = None
 
@@ -81,11 +82,14 @@ class _Supervisor:
         if self.discovery is None:
             return None
         found = self.discovery.find()
-        if found.hosts is None:
+        if found.hosts is None and found.problem != self._problem:   # said once per problem, not at every run
             self._say("elastic: the discovery script failed ({}); the hosts found before stay: {}".format(
                 found.problem, ", ".join(sorted(self._found or {})) or "none yet"))
-        else:
+        elif found.hosts is not None:
+            if self._problem:
+                self._say("elastic: the discovery script works again")
             self._found = found.hosts
+        self._problem = found.problem
         return self._found if self._found is not None else {self.spec.chief: None}
 
     def _fit(self, nodes, running=()):
