@@ -41,10 +41,12 @@ import sys
 
 import tensorflow as tf
 
+from autodist.capture.datasets import attach as attach_uneven_inputs, auto_shard_policy, capture_datasets, \
+    check_uneven_policy
 from autodist.capture.graph_item import GraphItem
 from autodist.capture.keras import guard_keras_loops, on_compile
 from autodist.capture.optimizers import capture_optimizers
-from autodist.errors import CaptureError, ResourceSpecError, SessionError, StrategyError
+from autodist.errors import CaptureError, SessionError, StrategyError
 from autodist.runtime.job import Job, script_argv
 from autodist.runtime.limits import check_job_arguments
 from autodist.runtime.notices import notice
@@ -52,6 +54,8 @@ from autodist.runtime.recovery.restart import attempt_of, supervise_script
 from autodist.runtime.watch.stall import DEFAULT_STALL_TIMEOUT
 from autodist.runtime.autorun.user_script import (SessionRequested, intercept_session_requests,
                                                  session_requests_intercepted)
+from autodist.runtime.elastic import batch_scale_of, elastic_settings, supervise_elastic
+from autodist.runtime.join.entry import platform_job
 
 __all__ = ["AutoDist", "SessionRequested", "intercept_session_requests"]
 
@@ -84,6 +88,22 @@ class AutoDist:
     calls and synchronizes and applies their mean once, on the k-th
     (``docs/large_batches.md``); None: as a Keras optimizer's own
     ``gradient_accumulation_steps`` asks, else every call.
+    ``uneven_inputs``: when the nodes' ``tf.data`` inputs end at different steps,
+    ``"end"`` ends the epoch for every node at the first node's end, ``"join"``
+    lets a node without data contribute nothing while the others go on; each
+    step's update is the mean over the rows the replicas held
+    (``docs/input_pipelines.md``, "Uneven inputs"; None: the others wait for a
+    node whose input ended, until the stall timeout). ``auto_shard``: ``"auto"``, ``"file"`` or
+    ``"data"`` shards every dataset an iterator is made of in the scope over
+    the nodes, as tf.distribute does (None / ``"off"``: shard it yourself).
+    Elastic jobs (``docs/elastic.md``): ``elastic=True`` or ``host_discovery_script``
+    makes the chief's process a supervisor (as ``max_restarts``) whose attempts
+    run on the nodes available (the script's, at most ``max_nodes``, at least
+    ``min_nodes``); a change of them, or ``preemption_signal`` to any node,
+    saves a checkpoint at a step boundary and relaunches on the new set, the
+    global batch kept (``keep_per_replica_batch``: the per-replica one, see
+    ``batch_scale``); ``discovery_interval``, ``host_backoff``,
+    ``preemption_grace`` in seconds.
 
     Without ``resource_spec_file`` (or with one and ``AUTODIST_NODE_ADDRESS``)
     the process joins a job the platform started: Kubernetes' TF_CONFIG,
@@ -95,20 +115,28 @@ class AutoDist:
     def __init__(self, resource_spec_file=None, strategy_builder=None, *, job=None, launch_argv=None,
                  trace_dir=None, logdir=None, verbose=False, progress=False, total_steps=None,
                  stall_timeout=DEFAULT_STALL_TIMEOUT, max_restarts=0, restart_backoff=2.0, min_nodes=None,
-                 checkpoint_dir=None, save_every=None, launcher=None, accumulation_steps=None, ready_timeout=None):
+                 checkpoint_dir=None, save_every=None, launcher=None, accumulation_steps=None, uneven_inputs=None,
+                 auto_shard=None, elastic=False, host_discovery_script=None, max_nodes=None, discovery_interval=5.0,
+                 host_backoff=60.0, preemption_signal="SIGTERM", preemption_grace=30.0, keep_per_replica_batch=False,
+                 ready_timeout=None):
         from autodist.spec.resource_spec import ResourceSpec
         _check_accumulation_steps(accumulation_steps)
+        self._inputs = (check_uneven_policy(uneven_inputs), auto_shard_policy(auto_shard))
         spec = resource_spec_file
         if spec is not None and not isinstance(spec, ResourceSpec):
             spec = ResourceSpec(spec)
-        platform = _platform_job(spec, job, max_restarts, ready_timeout, os.environ)
+        platform = platform_job(spec, job, max_restarts, ready_timeout, os.environ, lambda text: notice(None, text))
         self._resource_spec = platform.spec if platform is not None else spec
+        elastic = None if platform is not None else elastic_settings(
+            self._resource_spec, elastic, host_discovery_script, min_nodes, max_nodes, discovery_interval,
+            host_backoff, preemption_signal, preemption_grace, max_restarts, restart_backoff, keep_per_replica_batch)
         check_job_arguments(self._resource_spec, total_steps, stall_timeout, max_restarts, restart_backoff, min_nodes,
-                            restarted=attempt_of(os.environ) is not None)
+                            restarted=attempt_of(os.environ) is not None or elastic is not None)
         self._graph_item = None
-        if max_restarts and job is None and _new_chief(os.environ):
-            sys.exit(supervise_script(launch_argv if launch_argv is not None else script_argv(), max_restarts,
-                                      restart_backoff))   # this process supervised the attempts: it ends here
+        if (max_restarts or elastic) and job is None and _new_chief(os.environ):
+            argv = launch_argv if launch_argv is not None else script_argv()
+            sys.exit(supervise_elastic([sys.executable] + list(argv), self._resource_spec, elastic) if elastic
+                     else supervise_script(argv, max_restarts, restart_backoff))   # the supervisor ends here
         self._job = Job(self._resource_spec, strategy_builder, context=job, launch_argv=launch_argv,
                         environ=os.environ, trace_dir=trace_dir, logdir=logdir, verbose=verbose, progress=progress,
                         total_steps=total_steps, stall_timeout=stall_timeout, min_nodes=min_nodes,
@@ -163,6 +191,12 @@ class AutoDist:
         """The number of nodes (one process each) in the job."""
         return self._job.num_workers
 
+    @property
+    def batch_scale(self):
+        """Replicas now / replicas of the elastic job's first attempt under ``keep_per_replica_batch``, else 1.0:
+        multiply your global batch by it to keep each replica's batch as the job grows or shrinks."""
+        return batch_scale_of(self._job, os.environ)
+
     @contextlib.contextmanager
     def scope(self):
         """Capture the default graph, its optimizer and its gradients into a GraphItem."""
@@ -173,12 +207,19 @@ class AutoDist:
         graph = tf.compat.v1.get_default_graph()
         if self._graph_item is None or self._graph_item.graph is not graph:
             self._graph_item = GraphItem(graph=graph)
-        with capture_optimizers(), guard_keras_loops(), on_compile(self._attach_keras), self._graph_item.as_default():
+        with capture_optimizers(), guard_keras_loops(), on_compile(self._attach_keras), self._graph_item.as_default(), \
+                self.input_pipelines():
             try:
                 yield self
             except SystemExit as e:   # an error status ends the job at once (Job.chief_exiting)
                 self._job.chief_exiting(e.code)
                 raise
+
+    def input_pipelines(self):
+        """What the scope does to ``tf.data`` iterators made in it (``auto_shard``, ``uneven_inputs``; a no-op when
+        both are off), as a context manager: ``autodist run`` applies it to the whole script."""
+        uneven, shard = self._inputs
+        return capture_datasets(uneven, shard, self.num_workers, self.worker_index, _local_replicas(self))
 
     def _attach_keras(self, model):
         """A model compiled in the scope gets distributed fit/evaluate/predict (``autodist.runtime.keras.fit``)."""
@@ -196,6 +237,8 @@ class AutoDist:
         if item is None:
             raise SessionError("create_distributed_session() needs a graph: build the model inside "
                                "`with ad.scope():` first")
+        if self._inputs[0] is not None:   # the training input read ahead: its state variable's record
+            attach_uneven_inputs(item, self._inputs[0])
         item.prepare()
         if not item.grad_records:
             raise SessionError("no gradients were captured: create the optimizer and call its "
@@ -221,47 +264,12 @@ class AutoDist:
         self._job.finish(abort=abort, timeout=timeout, reason=reason)
 
 
-def _platform_job(spec, job, max_restarts, ready_timeout, environ):
-    """The job the platform started this process in (``runtime.join``), or None: without a spec file when
-    the environment places the process (TF_CONFIG, srun --ntasks, mpirun), or with one and
-    AUTODIST_NODE_ADDRESS. A process an autodist chief launched, or given a JobContext, is not one."""
-    from autodist.runtime.context import JobContext
-    from autodist.runtime.join import EXIT_RETRY, platform_started
-    from autodist.runtime.join.platform import PlatformJob
-    from autodist.runtime.join.places import NODE_ADDRESS_ENV
-    from autodist.runtime.join.platform import DEFAULT_READY_TIMEOUT, READY_TIMEOUT_ENV
-    if job is not None or JobContext.from_env(environ) is not None:
-        return None
-    if spec is not None and not environ.get(NODE_ADDRESS_ENV):
-        if spec.started_by == "platform":
-            raise ResourceSpecError("the spec's processes are started by the platform (started_by: platform): set "
-                                    "{} to this process's node address in every process".format(NODE_ADDRESS_ENV),
-                                    path=spec.path, key="started_by")
-        return None
-    if spec is None and platform_started(environ) in (None, "spec"):
-        raise ResourceSpecError("AutoDist() without a resource spec file joins a job the platform started, and "
-                                "found none in the environment (TF_CONFIG, srun --ntasks, mpirun); pass a spec file "
-                                "(resource_specs/ has examples)")
-    if max_restarts:
-        raise ResourceSpecError("max_restarts: a job the platform started is restarted by the platform (its "
-                                "restart policy, on the status {}); leave max_restarts at 0".format(EXIT_RETRY))
-    timeout = _ready_timeout(ready_timeout, environ, READY_TIMEOUT_ENV, DEFAULT_READY_TIMEOUT)
-    return PlatformJob.from_environ(environ, spec, timeout, lambda text: notice(None, text))
-
-
-def _ready_timeout(value, environ, name, default):
-    if value is None:
-        text = environ.get(name, "").strip()
-        if not text:
-            return default
-        try:
-            value = float(text)
-        except ValueError:
-            raise ResourceSpecError("expected seconds, got {!r}".format(text), key=name) from None
-    if not 1.0 <= value <= 7 * 86400:
-        raise ResourceSpecError("ready_timeout must be from 1 s to a week, got {!r}".format(value),
-                                key="ready_timeout")
-    return float(value)
+def _local_replicas(ad):
+    """The number of replicas of this process's node (its GPUs, else its CPUs listed in the spec)."""
+    from autodist.spec.rules import task_order
+    spec = ad.resource_spec
+    address = task_order([n.address for n in spec.node_specs])[ad.worker_index]
+    return len(spec.node_gpu_devices.get(address) or spec.node_cpu_devices[address])
 
 
 def _check_accumulation_steps(steps):

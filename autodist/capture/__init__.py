@@ -11,6 +11,8 @@
                  savers) and GradRecords
     queries      graph queries: names, variables, which ops write a variable
     files        GraphItem files (protobuf, written atomically)
+    datasets/    tf.data iterators made in a scope: automatic sharding, uneven inputs'
+                 look-ahead and state variable (``capture_datasets``)
 
 Dependencies go one way: optimizers -> recording -> keras -> queries, and
 graph_item -> recording, info, files -> queries; no other module here imports graph_item

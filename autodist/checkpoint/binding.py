@@ -41,7 +41,7 @@ def raw_run(session, fetches, feed_dict=None):
     inner = session._session
     run = lambda: inner.run(fetches, feed_dict)  # noqa: E731
     call = getattr(session, "_call", None)
-    return call(run) if call is not None else run()
+    return call(run, trains=False) if call is not None else run()   # a checkpoint's reads are not a training step
 
 
 class RawSession(tf_session.SessionInterface):

@@ -15,7 +15,11 @@ lines); 130 after Ctrl-C, once every process of the job is stopped. With
 of a new job (``autodist.runtime.recovery.restart``); with ``--min-nodes K`` a restart
 leaves out the nodes that fail preflight while K remain (``autodist.runtime.recovery.shrink``).
 ``--trace-dir`` and ``--logdir`` are AutoDist's ``trace_dir`` and ``logdir``
-(the timeline and TensorBoard scalars, ``docs/observability.md``).
+(the timeline and TensorBoard scalars, ``docs/observability.md``). The
+elastic options (``--host-discovery-script``, ``--elastic``, ``--max-nodes``...)
+make this process the elastic supervisor (``autodist.runtime.elastic``,
+``docs/elastic.md``); ``--uneven-inputs`` and ``--auto-shard`` reach every
+node (``autodist.cli.run_options``).
 
 Inside a Slurm allocation (``SLURM_JOB_NODELIST`` set) the other nodes are
 started with ``srun`` (``--launcher srun``, the default there; ``docs/slurm.md``)
@@ -42,11 +46,13 @@ import sys
 
 from autodist.cli.common import EXIT_INTERRUPTED, checked, count
 from autodist.cli.plan import builder_from_args, require_file
+from autodist.cli.run_options import add_elastic_options, add_input_options, elastic_of, input_argv
 from autodist.errors import RemoteWorkerError, ResourceSpecError
 from autodist.runtime.limits import (MAX_SECONDS, MIN_STALL_TIMEOUT, check_min_nodes, restart_backoff, stall_timeout,
                                      whole)
 from autodist.runtime.recovery.restart import ATTEMPT_ENV, NODE_FAILED, supervise
 from autodist.runtime.watch.stall import DEFAULT_STALL_TIMEOUT
+from autodist.runtime.elastic import supervise_elastic
 
 __all__ = ["register", "worker_argv", "resource_spec_of"]
 
@@ -95,7 +101,9 @@ def register(subparsers):
     parser.add_argument("--min-nodes", type=checked(whole, int), default=None, metavar="K",
                         help="with --max-restarts: a restart leaves out the nodes that cannot be reached (fail "
                              "preflight) while at least K nodes remain; the strategy is rebuilt for them and "
-                             "training resumes from the checkpoint")
+                             "training resumes from the checkpoint. In an elastic job: the fewest nodes it runs on")
+    add_elastic_options(parser)
+    add_input_options(parser)
     parser.add_argument("--node-failure-status", type=int, default=EXIT_REMOTE_FAILURE, help=argparse.SUPPRESS)
     parser.add_argument("script", metavar="SCRIPT", help="the training script")
     parser.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS",
@@ -104,10 +112,11 @@ def register(subparsers):
 
 
 def worker_argv(spec, strategy, builder_args, script, script_args, trace_dir=None, logdir=None, verbose=False,
-                accumulation_steps=None):
+                node_options=()):
     """What the other nodes run after ``python``: this command, with absolute paths.
 
     ``spec``: the spec file's path, or the spec's data (derived from a Slurm allocation), sent as JSON.
+    ``node_options``: more options every node runs with (``--uneven-inputs``...).
     """
     spec_args = ["-r", spec] if isinstance(spec, str) else ["--spec-json", json.dumps(spec, separators=(",", ":"))]
     argv = ["-m", "autodist", "run"] + spec_args + (["--verbose"] if verbose else [])
@@ -115,17 +124,16 @@ def worker_argv(spec, strategy, builder_args, script, script_args, trace_dir=Non
         argv += ["-s", strategy]
     for item in builder_args:
         argv += ["--arg", item]
-    for flag, value in (("--trace-dir", trace_dir), ("--logdir", logdir),
-                        ("--accumulation-steps", accumulation_steps and str(accumulation_steps))):
+    for flag, value in (("--trace-dir", trace_dir), ("--logdir", logdir)):
         if value:
             argv += [flag, value]
-    return argv + [script] + list(script_args)
+    return argv + list(node_options) + [script] + list(script_args)
 
 
 def _attempt_argv(args, spec, script, trace_dir, logdir):
     """The command of one supervised attempt: this one without restarts, a node failure exiting NODE_FAILED."""
     argv = worker_argv(spec, args.strategy, args.builder_args, script, args.script_args, trace_dir, logdir,
-                       args.verbose, args.accumulation_steps)
+                       args.verbose, input_argv(args))
     at = argv.index(script)
     console = (["--steps", str(args.steps)] if args.steps else []) + ([] if args.progress else ["--no-progress"])
     console += ["--min-nodes", str(args.min_nodes)] if args.min_nodes else []
@@ -159,6 +167,12 @@ def resource_spec_of(args, environ):
     return ResourceSpec.from_dict(data, path="<Slurm allocation>"), data
 
 
+def _loaded(spec):
+    """``spec`` as a ResourceSpec (it may be the path of its file)."""
+    from autodist.spec.resource_spec import ResourceSpec
+    return ResourceSpec(spec) if isinstance(spec, str) else spec
+
+
 def _node_count(spec):
     """The number of nodes of ``spec``: a loaded ResourceSpec or the path of its file (None: a job the platform
     started, whose size is known once its processes are placed)."""
@@ -171,12 +185,15 @@ def _node_count(spec):
 def _run(args):
     from autodist.runner.console import quiet_tensorflow_start
     spec, worker_spec = resource_spec_of(args, os.environ)
-    check_min_nodes(args.min_nodes, _node_count(spec), args.max_restarts or os.environ.get(ATTEMPT_ENV),
+    elastic = elastic_of(args, _loaded(spec))
+    check_min_nodes(args.min_nodes, _node_count(spec), args.max_restarts or os.environ.get(ATTEMPT_ENV) or elastic,
                     name="--min-nodes", restarts_name="--max-restarts")
     script = os.path.abspath(args.script)
     require_file(args.script)
     builder = builder_from_args(args)
     trace_dir, logdir = (os.path.abspath(d) if d else None for d in (args.trace_dir, args.logdir))
+    if elastic is not None and not os.environ.get(ATTEMPT_ENV):   # the elastic supervisor (runtime.elastic)
+        return supervise_elastic(_attempt_argv(args, worker_spec, script, trace_dir, logdir), _loaded(spec), elastic)
     if args.max_restarts:   # this process supervises; each attempt is a chief of its own (runtime.recovery.restart)
         return supervise(_attempt_argv(args, worker_spec, script, trace_dir, logdir), args.max_restarts,
                          args.restart_backoff)
@@ -186,10 +203,12 @@ def _run(args):
     from autodist.runtime.launch.member_server import note_exit
     ad = AutoDist(spec, builder, launch_argv=worker_argv(worker_spec, args.strategy, args.builder_args, script,
                                                          args.script_args, trace_dir, logdir, args.verbose,
-                                                         args.accumulation_steps),
+                                                         input_argv(args)),
                   trace_dir=trace_dir, logdir=logdir, verbose=args.verbose, progress=args.progress,
-                  total_steps=args.steps, stall_timeout=args.stall_timeout, min_nodes=args.min_nodes,
-                  launcher=args.launcher, accumulation_steps=args.accumulation_steps)
+                  total_steps=args.steps, stall_timeout=args.stall_timeout,
+                  min_nodes=None if elastic else args.min_nodes, launcher=args.launcher,
+                  uneven_inputs=args.uneven_inputs, auto_shard=args.auto_shard,
+                  accumulation_steps=args.accumulation_steps)
     try:
         try:
             status = run_script(ad, script, args.script_args)

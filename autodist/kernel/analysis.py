@@ -36,6 +36,7 @@ from typing import Dict, FrozenSet, List, Tuple
 import tensorflow as tf
 
 from autodist.errors import TransformError
+from autodist.capture.datasets.uneven import STATE as INPUT_STATE
 from autodist.capture.queries import is_variable_write
 from autodist.kernel.walks import ancestors, forward_ops, resource_source, resource_users
 
@@ -290,7 +291,9 @@ def _link(item, variables, creation, apply_ops, train_ops, grads, grad_info):
         grad_tensors={v: {c: t.name for c, t in parts.items()} for v, parts in grads.items()},
         sparse={v: "values" in parts for v, parts in grads.items()},
         update_ops={v: update.name for v, (_, _, update) in grad_info.items()},
-        writes=writes, slots=slots, shared_state=shared, couplings=_couplings(reached))
+        writes=writes, slots=slots, shared_state=shared,
+        # every update reads the input progress's mean (kernel.uneven_inputs): not a coupling between the variables
+        couplings=_couplings({v: ops for v, ops in reached.items() if v != INPUT_STATE}))
 
 
 def _with_reads(graph, reached, apply_ops):

@@ -1,7 +1,7 @@
 """GraphTransformer: the captured single-device GraphItem -> this node's distributed GraphItem.
 
     strategy --read_entries--> entries
-    item [--accumulate(k), k > 1] [--half_gradients, mixed precision] --partition(entries)--> item
+    item [--uneven_inputs] [--accumulate(k), k > 1] [--half_gradients, mixed precision] --partition(entries)--> item
          --assign(entries)--> replicate --> sync_in_graph --> sync_between_graph --> finalize
 
 The order is declared once, in :data:`PIPELINE`, and checked against what
@@ -25,6 +25,7 @@ from autodist.kernel.half_gradients import HalfGradients
 from autodist.kernel.partitioner import Partitioner
 from autodist.kernel.replicator import Replicator
 from autodist.kernel.synchronization import SyncBetweenGraph, SyncInGraph
+from autodist.kernel.uneven_inputs import UnevenInputs, reads_ahead
 from autodist.plan.contract import read_entries
 
 __all__ = ["GraphTransformer", "TransformResult", "run_passes", "PIPELINE"]
@@ -58,8 +59,9 @@ class _Plan:
 
 #: The kernel's steps, in the order they run: a pass class and how its pass is made from the plan
 #: (``_Plan``) and the details of the steps before it, by name. A maker returning None skips its
-#: step: accumulate and half_gradients run only when the job needs them.
+#: step: uneven_inputs, accumulate and half_gradients run only when the job needs them.
 PIPELINE = (
+    (UnevenInputs, lambda plan, found: UnevenInputs(plan.entries) if reads_ahead(plan.item) else None),
     (Accumulate, lambda plan, found: Accumulate(plan.entries.accumulation_steps) if plan.accumulating else None),
     (HalfGradients, lambda plan, found: HalfGradients(plan.half) if plan.half else None),
     (Partitioner, lambda plan, found: Partitioner(plan.entries)),

@@ -43,6 +43,8 @@ from autodist.errors import LaunchError, RemoteWorkerError, SessionError
 from autodist.runtime.context import JobContext
 from autodist.runtime.ending import JobEnding, close_at_exit
 from autodist.runtime.launch.coordinator import Coordinator
+from autodist.runtime.elastic.attempt import ElasticAttempt
+from autodist.runtime.elastic.preemption import install_member_handler
 from autodist.runner.srun import pick_launcher
 from autodist.runtime.launch.member_server import serve
 from autodist.runtime.session.node import open_node_session
@@ -137,8 +139,15 @@ class Job(JobEnding):
         self.node_failure_status = NODE_FAILED if self.attempt else EXIT_NODE_FAILED
         if platform is not None:
             self.node_failure_status = EXIT_RETRY
+        self.elastic = ElasticAttempt.of_chief(environ, self) if self._context is None else None
+        if self._launched_by_chief:   # in an elastic job, a preemption notice tells the chief first
+            install_member_handler(environ, self._monitor, self._context)
         if self._context is not None:   # the nodes the chief launched (fewer after a shrink)
             self._spec = restricted(resource_spec, self._context.addresses)
+        elif self.elastic is not None:   # the nodes the elastic supervisor chose (runtime.elastic)
+            self._spec, self._full_spec = self.elastic.specs(resource_spec)
+            self.worker_env.update(self.elastic.worker_env)
+            self.on_session.append(self.elastic.attach)
         elif min_nodes and self.attempt and self.attempt > 1:
             self._spec, _ = leave_out_unreachable(resource_spec, min_nodes, lambda text: notice(
                 None, "attempt {}: {}".format(self.attempt, text)), runner_factory=runner_factory(self._launcher))
@@ -175,6 +184,16 @@ class Job(JobEnding):
     @property
     def num_workers(self):
         return len(self._spec.node_specs)
+
+    @property
+    def steps_trained(self):
+        """This node's session calls that ran a training op so far."""
+        return self._monitor.trained
+
+    def member_reports(self):
+        """{address: the latest report of that node's script} (``runtime.step_report``; the chief of a launched job)."""
+        handles = self._coordinator.handles() if self._coordinator is not None else {}
+        return {a: h.report[1] for (a, role), h in handles.items() if role == "worker" and h.report is not None}
 
     # -- start / join ------------------------------------------------------------------
     def open(self, graph_item):
@@ -234,7 +253,7 @@ class Job(JobEnding):
             self._coordinator = coordinator = Coordinator(
                 self._spec, job_id, verbose=self._verbose, monitor=self._monitor, stall_timeout=self._stall_timeout,
                 worker_env=self.worker_env, before_term=self._before_term,
-                runner_factory=runner_factory(self._launcher))
+                runner_factory=runner_factory(self._launcher), release_first=self.elastic is not None)
             atexit.register(self._finish_at_exit)
             context = coordinator.launch(path, argv, os.getcwd(), serve_chief=True, staged=staged)
         finally:

@@ -19,5 +19,6 @@ def test_the_other_nodes_get_the_same_views():
 def test_accumulation_steps_are_parsed_and_passed_on():
     args = build_parser().parse_args(["run", "-r", "s.yml", "--accumulation-steps", "4", "train.py"])
     assert args.accumulation_steps == 4
-    assert worker_argv("/s.yml", None, [], "/t.py", [], accumulation_steps=4) == [
+    from autodist.cli.run_options import input_argv
+    assert worker_argv("/s.yml", None, [], "/t.py", [], node_options=input_argv(args)) == [
         "-m", "autodist", "run", "-r", "/s.yml", "--accumulation-steps", "4", "/t.py"]

@@ -29,7 +29,10 @@ undone afterwards even when it raises:
                     model run on a distributed twin of it
                     (``autodist.runtime.autorun.eager_keras``)
     environment     ``AUTODIST_WORKER_INDEX`` and ``AUTODIST_NUM_WORKERS``,
-                    for scripts that shard their own data
+                    for scripts that shard their own data; ``AUTODIST_BATCH_SCALE``
+                    (an elastic job that keeps the per-replica batch)
+    tf.data         iterators made anywhere in the script are sharded / read
+                    ahead as inside ``ad.scope()`` (``--auto-shard``, ``--uneven-inputs``)
 
 Running variable initializers through the distributed session is skipped
 for global variables: the session initialized them identically on every node
@@ -43,6 +46,7 @@ import sys
 import tensorflow as tf
 
 from autodist.runtime.autorun.eager_keras import distribute_eager_keras
+from autodist.runtime.elastic import BATCH_SCALE_ENV
 from autodist.runtime.notices import notice
 from autodist.runtime.autorun.script_session import AutorunSession
 from autodist.runtime.autorun.user_script import run_as_main
@@ -296,10 +300,11 @@ def _run_patched(autodist, script, args):
     """The script run with the patches of the module docstring: ``(launcher, exit status or None)``."""
     from autodist.capture.optimizers import capture_optimizers
     launcher = _Launcher(autodist, _originals())
-    variables = {WORKER_INDEX_ENV: str(autodist.worker_index), NUM_WORKERS_ENV: str(autodist.num_workers)}
+    variables = {WORKER_INDEX_ENV: str(autodist.worker_index), NUM_WORKERS_ENV: str(autodist.num_workers),
+                 BATCH_SCALE_ENV: repr(autodist.batch_scale)}
     status = None
     with _patched(_patch_points(launcher)), capture_optimizers(), default_graph_item(launcher.items), \
-            distribute_eager_keras(autodist):
+            distribute_eager_keras(autodist), autodist.input_pipelines():
         try:
             run_as_main(script, args, variables)
         except SystemExit as e:   # the script's own exit (argparse's --help too): its status, no more

@@ -29,11 +29,8 @@ from autodist.runtime.join.exchange import JoinError
 from autodist.runtime.join.places import EXIT_RETRY
 from autodist.runtime.launch.server import start_in_process
 
-__all__ = ["PlatformJob", "Handoff", "platform_versions", "check_versions", "EXIT_RETRY", "DEFAULT_READY_TIMEOUT",
-           "READY_TIMEOUT_ENV"]
+__all__ = ["PlatformJob", "Handoff", "platform_versions", "check_versions", "EXIT_RETRY"]
 
-DEFAULT_READY_TIMEOUT = 600.0
-READY_TIMEOUT_ENV = "AUTODIST_READY_TIMEOUT"
 HANDOFF_TIMEOUT = 600.0     # s a process waits for the chief's plan (it plans, may trace and calibrate first)
 DONE_TIMEOUT = 120.0        # s the chief waits at its end for the others to end theirs
 

@@ -45,6 +45,7 @@ import numpy as np
 import tensorflow as tf
 
 from autodist.errors import ArgumentError
+from autodist.runtime.elastic import scaled_batch_size
 from autodist.runtime.keras.data import Batches, num_rows, take, unpack, validation_split
 from autodist.runtime.keras.state import ModelState, VariableAccess, route_learning_rate
 from autodist.runtime.keras.steps import KerasSteps, node_share, uses_ema
@@ -184,6 +185,7 @@ class KerasRunner:
         """Keras' ``fit`` on the global batch over every replica of the job (module docstring)."""
         if validation_split and validation_data is None:
             (x, y, sample_weight), validation_data = _split(x, y, sample_weight, validation_split)
+        batch_size = scaled_batch_size("model.fit", x, batch_size, self._ad.batch_scale)   # keep_per_replica_batch
         batches = Batches.of("fit", x, y, sample_weight, batch_size, shuffle, class_weight, steps_per_epoch)
         self._trace(batches.example(), "fit")
         callbacks = self._callbacks(callbacks, verbose, epochs=epochs, steps=batches.steps())

@@ -23,7 +23,10 @@
     finish   wait for the other scripts to end (or report done while their
              process still serves), stop their processes, remove the
              working directories (each launched process's full log stays on the
-             chief: ``autodist.runtime.launch.job_logs``); ``abort`` does the same without waiting. A
+             chief: ``autodist.runtime.launch.job_logs``); ``abort`` does the same without waiting
+             (``release_first``, an elastic job: the directories go before the processes are
+             signalled, which tells a member that the signal is the stop, not a preemption
+             notice: ``autodist.runtime.elastic.preemption``). A
              node whose reports show it waiting for a step the chief will never
              take (``autodist.runtime.watch.step_report.waiting_for_chief``) is
              stopped then, not after the timeout
@@ -70,7 +73,7 @@ class Coordinator:
     def __init__(self, resource_spec, job_id, runner_factory=default_runner, sink=None, poll_interval=0.5,
                  ready_timeout=120.0, preflight_timeout=60.0, python=None, workdir_base=WORKDIR_BASE,
                  interrupt_after=2.0, verbose=False, log_base=LOG_BASE, monitor=None, stall_timeout=None,
-                 worker_env=None, before_term=None):
+                 worker_env=None, before_term=None, release_first=False):
         self.spec = resource_spec
         self.job_id = job_id
         self._runner_factory = runner_factory
@@ -95,6 +98,9 @@ class Coordinator:
         self._monitor = monitor               # the chief's StepMonitor, for stall reports
         self._stall_timeout = stall_timeout   # None: no stall reports
         self._worker_env = dict(worker_env or {})   # more environment for the scripts
+        # an elastic job's members take a signal while their job directory exists as a preemption notice
+        # (``runtime.elastic.preemption``): the directories go first when the chief stops the job
+        self._release_first = release_first
         self._signals = ChiefSignals(stop=self.abort, phase=lambda: self._cleanup, on_repeat=self._still_stopping,
                                      interrupts=interrupt_after is not None, before_term=before_term)
         self._lock = threading.Lock()
@@ -255,6 +261,8 @@ class Coordinator:
         self._terminate_all()
 
     def _terminate_all(self):
+        if self._release_first:
+            self._remove_workdirs()
         threads = [threading.Thread(target=h.terminate, daemon=True) for h in self.handles().values()]
         for t in threads:
             t.start()
@@ -332,6 +340,17 @@ class Coordinator:
                 return
             time.sleep(FINISH_POLL)
 
+    def _remove_workdirs(self):
+        """Remove the job directory on every node where it was made (once)."""
+        for address, runner in list(self._runners.items()):
+            if address in self._created:
+                self._created.discard(address)
+                try:
+                    runner.remove_tree(self._workdir)
+                except (OSError, LaunchError, ValueError) as e:
+                    self._say_while_stopping("job {}: could not remove {} on {}: {}".format(
+                        self.job_id, self._workdir, address, e))
+
     def _say_while_stopping(self, line):
         """A line of the stop; a console that is gone (``autodist run ... | head``, a dead parent's pipe)
         does not keep the job's processes from being stopped."""
@@ -355,16 +374,10 @@ class Coordinator:
         self._stop.set()
         try:
             self._terminate_all()
-            for address, runner in list(self._runners.items()):
-                if address in self._created:
-                    try:
-                        runner.remove_tree(self._workdir)
-                    except (OSError, LaunchError, ValueError) as e:
-                        self._say_while_stopping("job {}: could not remove {} on {}: {}".format(
-                            self.job_id, self._workdir, address, e))
+            self._remove_workdirs()
+            for runner in list(self._runners.values()):
                 runner.close()
             self._runners.clear()
-            self._created.clear()
             if self._thread is not None and self._thread is not threading.current_thread():
                 self._thread.join(5)
         finally:

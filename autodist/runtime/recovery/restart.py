@@ -42,7 +42,7 @@ import time
 
 from autodist.runtime.notices import notice
 
-__all__ = ["supervise", "supervise_script", "attempt_of", "NODE_FAILED", "EXIT_RESTARTS_EXHAUSTED", "EXIT_INTERRUPTED",
+__all__ = ["supervise", "supervise_script", "attempt_of", "Attempt", "NODE_FAILED", "EXIT_RESTARTS_EXHAUSTED", "EXIT_INTERRUPTED",
            "ATTEMPT_ENV"]
 
 NODE_FAILED = 75                # an attempt's status when another node of its job failed (EX_TEMPFAIL)
@@ -58,7 +58,7 @@ def attempt_of(environ):
     return int(text) if text.isdigit() and int(text) > 0 else None
 
 
-class _Attempt:
+class Attempt:
     """One chief process; its stderr is passed through, and its last error line kept."""
 
     def __init__(self, argv, env=None):
@@ -88,7 +88,7 @@ class _Attempt:
 
 def _run_attempt(argv, number):
     """Run attempt ``number`` to its end with Ctrl-C / SIGTERM forwarded to it; ``(status, its error line)``."""
-    attempt = _Attempt(argv, dict(os.environ, **{ATTEMPT_ENV: str(number)}))
+    attempt = Attempt(argv, dict(os.environ, **{ATTEMPT_ENV: str(number)}))
     main = threading.current_thread() is threading.main_thread()
     previous = {s: signal.signal(s, attempt.forward) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
     try:

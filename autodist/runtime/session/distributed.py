@@ -32,6 +32,7 @@ import time
 import tensorflow as tf
 from tensorflow.python.client import session as tf_session
 
+from autodist.capture.datasets import end_of_input, is_end_of_input
 from autodist.errors import GraphChangedError, SessionError
 from autodist.runtime.session.composites import component_feeds
 from autodist.runtime.session.fetch_mapping import FetchMapper, flatten_fetches
@@ -225,6 +226,10 @@ class DistributedSession(tf_session.SessionInterface):
             return self._call(fn, examples, self._sync is not None and self._sync.synchronizes(names), trains)
         except tf.errors.OutOfRangeError as e:
             raise explained_end_of_input(e, self._mapper.assignment) from e
+        except tf.errors.InvalidArgumentError as e:   # uneven_inputs: the job's input has ended on every node
+            if is_end_of_input(e):
+                raise end_of_input(e) from e
+            raise
 
     def _observed(self, names, feeds, examples, options, run_metadata, trains):
         """A call traced on the steps the tracer chooses and timed for the scalars (the views are on)."""

@@ -18,7 +18,8 @@ splits them on; 0 for calls that feed nothing, e.g. an input pipeline),
 ``busy`` seconds the current call has been running (0 when none is),
 ``step_s`` the median of the last calls' durations; ``"done": true`` once
 the script has ended normally and its process only serves
-(``autodist.runtime.launch.member_server``). The chief's progress
+(``autodist.runtime.launch.member_server``); ``"leaving": "SIGTERM"`` once the node
+got a preemption notice in an elastic job (``autodist.runtime.elastic``). The chief's progress
 line (``autodist.runtime.watch.progress``) adds them up over the nodes.
 The chief reads them off the node's output stream: a node that sits in one
 call for many times its usual step while the chief's script has ended is
@@ -48,6 +49,7 @@ class StepMonitor:
         self.trained = 0
         self.examples = 0
         self.done = False   # the script has ended normally (``runtime.launch.member_server``)
+        self.leaving = None   # the preemption signal's name, once this node got one (``runtime.elastic``)
         self._started = None
         self._sync = False
         self._durations = collections.deque(maxlen=window)
@@ -80,6 +82,8 @@ class StepMonitor:
                   "sync": self.synced, "in_sync": started is not None and self._sync}
         if self.done:
             report["done"] = True
+        if self.leaving:
+            report["leaving"] = self.leaving
         return report
 
 

@@ -1,0 +1,73 @@
+"""``autodist run``'s options for elastic jobs and for ``tf.data`` pipelines.
+
+    elastic     --elastic, --host-discovery-script S, --max-nodes M (with --min-nodes K), --discovery-interval S,
+                --host-backoff S, --preemption-signal SIG, --preemption-grace S, --keep-per-replica-batch
+                (the process becomes the elastic supervisor: ``autodist.runtime.elastic``)
+    pipelines   --uneven-inputs {end,join}, --auto-shard {off,auto,file,data}: every node runs with them
+                (``autodist.capture.datasets``)
+
+Values out of their range exit with status 2 and the option's name, before
+anything runs, as the other options of ``autodist run`` (``runtime.limits``).
+"""
+__all__ = ["add_elastic_options", "add_input_options", "input_argv", "elastic_of", "UNEVEN_CHOICES",
+           "AUTO_SHARD_CHOICES"]
+
+# autodist.capture.datasets' POLICIES and AUTO_SHARD_POLICIES, named here because building the parser must not
+# import TensorFlow (``autodist spec validate`` stays TensorFlow-free); a test keeps them equal
+UNEVEN_CHOICES = ("end", "join")
+AUTO_SHARD_CHOICES = ("off", "auto", "file", "data")
+
+
+def add_elastic_options(parser):
+    group = parser.add_argument_group("elastic jobs (docs/elastic.md)")
+    group.add_argument("--elastic", action="store_true",
+                       help="nodes may leave (a preemption notice, a failure) and come back; without a discovery "
+                            "script every node of the spec is a candidate")
+    group.add_argument("--host-discovery-script", metavar="S",
+                       help="an executable printing the spec's nodes available now (address or address:slots, one "
+                            "a line); run every --discovery-interval s, the job grows and shrinks with it")
+    group.add_argument("--max-nodes", type=int, metavar="M", help="at most M nodes (default: the spec's count)")
+    group.add_argument("--discovery-interval", type=float, default=5.0, metavar="S",
+                       help="seconds between two runs of the discovery script (default: %(default)g)")
+    group.add_argument("--host-backoff", type=float, default=60.0, metavar="S",
+                       help="a failing or preempted host is set aside S s, twice as long at each failure "
+                            "(default: %(default)g)")
+    group.add_argument("--preemption-signal", default="SIGTERM", metavar="SIG",
+                       help="the signal that tells a node it will be preempted (default: %(default)s; none: off)")
+    group.add_argument("--preemption-grace", type=float, default=30.0, metavar="S",
+                       help="seconds a noticed node waits for the job's checkpoint before it leaves "
+                            "(default: %(default)g)")
+    group.add_argument("--keep-per-replica-batch", action="store_true",
+                       help="scale the global batch with the replicas (AUTODIST_BATCH_SCALE) instead of keeping it")
+
+
+def add_input_options(parser):
+    group = parser.add_argument_group("tf.data pipelines (docs/input_pipelines.md)")
+    group.add_argument("--uneven-inputs", choices=UNEVEN_CHOICES,
+                       help="when the nodes' inputs end at different steps: end the epoch at the first node's end, "
+                            "or let a node without data join the others' steps with nothing")
+    group.add_argument("--auto-shard", choices=AUTO_SHARD_CHOICES,
+                       help="shard every dataset an iterator is made of over the nodes (tf.distribute's policies)")
+
+
+def input_argv(args):
+    """The options of the training step every node runs with (its inputs, its accumulation)."""
+    argv = []
+    steps = getattr(args, "accumulation_steps", None)
+    for flag, value in (("--uneven-inputs", args.uneven_inputs), ("--auto-shard", args.auto_shard),
+                        ("--accumulation-steps", str(steps) if steps else None)):
+        if value:
+            argv += [flag, value]
+    return argv
+
+
+def elastic_of(args, spec):
+    """``ElasticSettings`` when the options make the job elastic, else None; ``ArgumentError`` out of range."""
+    from autodist.runtime.elastic import elastic_settings
+    names = {"min_nodes": "--min-nodes", "max_nodes": "--max-nodes", "interval": "--discovery-interval",
+             "host_backoff": "--host-backoff", "preemption_signal": "--preemption-signal",
+             "preemption_grace": "--preemption-grace", "script": "--host-discovery-script"}
+    return elastic_settings(spec, args.elastic, args.host_discovery_script, args.min_nodes, args.max_nodes,
+                            args.discovery_interval, args.host_backoff, args.preemption_signal,
+                            args.preemption_grace, args.max_restarts, args.restart_backoff,
+                            args.keep_per_replica_batch, names=names)
