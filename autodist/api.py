@@ -46,7 +46,7 @@ from autodist.capture.datasets import attach as attach_uneven_inputs, auto_shard
 from autodist.capture.graph_item import GraphItem
 from autodist.capture.keras import guard_keras_loops, on_compile
 from autodist.capture.optimizers import capture_optimizers
-from autodist.errors import CaptureError, SessionError, StrategyError
+from autodist.errors import SessionError, StrategyError
 from autodist.runtime.job import Job, script_argv
 from autodist.runtime.limits import check_job_arguments
 from autodist.runtime.notices import notice
@@ -133,6 +133,7 @@ class AutoDist:
         check_job_arguments(self._resource_spec, total_steps, stall_timeout, max_restarts, restart_backoff, min_nodes,
                             restarted=attempt_of(os.environ) is not None or elastic is not None)
         self._graph_item = None
+        self._own_graph = None   # the graph scope() enters under eager execution
         if (max_restarts or elastic) and job is None and _new_chief(os.environ):
             argv = launch_argv if launch_argv is not None else script_argv()
             sys.exit(supervise_elastic([sys.executable] + list(argv), self._resource_spec, elastic) if elastic
@@ -199,11 +200,20 @@ class AutoDist:
 
     @contextlib.contextmanager
     def scope(self):
-        """Capture the default graph, its optimizer and its gradients into a GraphItem."""
-        if tf.executing_eagerly():
-            raise CaptureError(
-                "AutoDist.scope() captures a graph, but eager execution is on here. Build the "
-                "model inside a graph:\n    with tf.Graph().as_default(), ad.scope():\n        ...")
+        """Capture the default graph, its optimizer and its gradients into a GraphItem.
+
+        Under eager execution (``with ad.scope():`` as ``with strategy.scope():`` in tf.distribute) the
+        scope enters this AutoDist's own graph, the same one every time; in graph mode
+        (``with tf.Graph().as_default(), ad.scope():``) it captures the default graph.
+        """
+        with contextlib.ExitStack() as stack:
+            if tf.executing_eagerly():
+                if self._own_graph is None:
+                    self._own_graph = tf.Graph()
+                stack.enter_context(self._own_graph.as_default())
+            yield from self._capture()
+
+    def _capture(self):
         graph = tf.compat.v1.get_default_graph()
         if self._graph_item is None or self._graph_item.graph is not graph:
             self._graph_item = GraphItem(graph=graph)

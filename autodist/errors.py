@@ -50,7 +50,7 @@ class ResourceSpecError(AutoDistError, ValueError):
 
 
 class CaptureError(AutoDistError, RuntimeError):
-    """The training graph cannot be captured (e.g. eager execution is on)."""
+    """The training graph cannot be captured (e.g. a model an unmodified script trains is not built)."""
 
 
 class GraphItemError(AutoDistError, ValueError):

@@ -2,8 +2,9 @@
 
     python examples/digits_fit.py
 
-The single-device script with three changes (the ``AutoDist``, the graph and
-scope, and the indentation of the model's build and compile): ``fit``,
+The single-device script with two changed lines (the ``AutoDist`` and its
+scope, as tf.distribute's ``strategy.scope()``) and the indentation of the model's
+build and compile: ``fit``,
 ``evaluate`` and ``predict`` are Keras' own calls, and Keras prints its own
 progress bar (the chief's). The global batch of 64 is split over every replica
 of the two loopback nodes under AllReduce by default; metrics are those of the
@@ -19,12 +20,11 @@ from digits_cnn import build_model, digits
 def main():
     args = parser(__doc__.splitlines()[0], "AllReduce", 12).parse_args()
     import keras
-    import tensorflow as tf
     from autodist import AutoDist
 
     x_train, x_test, y_train, y_test = digits()
     ad = AutoDist(args.spec, strategy(args.strategy))
-    with tf.Graph().as_default(), ad.scope():
+    with ad.scope():
         model = build_model(keras)
         model.compile(optimizer=keras.optimizers.Adam(2e-3),
                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])

@@ -35,7 +35,7 @@ _IMPORT_PROBE = textwrap.dedent("""
     home = os.path.expanduser("~/.autodist")
     existed = os.path.exists(home)
     import autodist, autodist.resource_spec, autodist.spec, autodist.cli, autodist.strategies
-    import autodist.strategy, autodist.strategy.base, autodist.autodist
+    import autodist.strategy, autodist.strategy.base, autodist.strategy.ps_lb_strategy, autodist.autodist
     print(json.dumps({
         "tensorflow_imported": "tensorflow" in sys.modules,
         "env_changed": dict(os.environ) != before_env,
@@ -115,6 +115,15 @@ def test_default_strategy_is_ps_load_balancing():
     ("autodist.resource_spec", "autodist.spec.resource_spec"),
     ("autodist.strategy", "autodist.strategies"),                  # AutoDist 0.7's import paths
     ("autodist.strategy.base", "autodist.strategies.base"),
+    ("autodist.strategy.ps_strategy", "autodist.strategies.ps"),
+    ("autodist.strategy.ps_lb_strategy", "autodist.strategies.ps_load_balancing"),
+    ("autodist.strategy.partitioned_ps_strategy", "autodist.strategies.partitioned_ps"),
+    ("autodist.strategy.uneven_partition_ps_strategy", "autodist.strategies.partitioned_ps"),
+    ("autodist.strategy.all_reduce_strategy", "autodist.strategies.all_reduce"),
+    ("autodist.strategy.partitioned_all_reduce_strategy", "autodist.strategies.partitioned_ar"),
+    ("autodist.strategy.random_axis_partition_all_reduce_strategy", "autodist.strategies.partitioned_ar"),
+    ("autodist.strategy.parallax_strategy", "autodist.strategies.parallax"),
+    ("autodist.strategy.auto_strategy", "autodist.strategies.auto"),
     ("autodist.checkpoint.saved_model_builder", "autodist.checkpoint.saved_model"),
 ])
 def test_public_paths_of_moved_modules_name_the_same_objects(public, home):

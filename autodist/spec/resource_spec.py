@@ -288,13 +288,24 @@ class ResourceSpec:
 
     @property
     def ssh_config_map(self):
-        """``{address: SSHConfig}`` for the nodes that name an ssh group."""
-        return {n.address: self._groups[n.ssh_config] for n in self._nodes if n.ssh_config}
+        """``{address: SSHConfig or None}`` for every node, as in AutoDist: None for a node without an
+        ssh group (the chief, a loopback node), which is started locally."""
+        return {n.address: self._groups[n.ssh_config] if n.ssh_config else None for n in self._nodes}
 
     @property
     def ssh_group(self):
+        """``{address: ssh group name or None}`` for every node, as in AutoDist."""
+        return {n.address: n.ssh_config for n in self._nodes}
+
+    @property
+    def ssh_configs(self):
         """``{group name: SSHConfig}``, including groups no node uses."""
         return dict(self._groups)
+
+    @property
+    def remote_nodes(self):
+        """The addresses of the nodes reached over SSH (those naming an ssh group), in file order."""
+        return [n.address for n in self._nodes if n.ssh_config]
 
     @property
     def network_bandwidth(self):

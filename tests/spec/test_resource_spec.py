@@ -70,7 +70,8 @@ def test_single_node_cpu():
     assert [name for name, _ in spec.devices] == ["127.0.0.1:CPU:0"]
     assert (spec.num_cpus, spec.num_gpus) == (1, 0)
     assert spec.node_gpu_devices == {}
-    assert spec.ssh_config_map == {} and spec.ssh_group == {}
+    assert spec.ssh_config_map == {"127.0.0.1": None} and spec.ssh_group == {"127.0.0.1": None}
+    assert spec.ssh_configs == {} and spec.remote_nodes == []
 
 
 def test_single_node_two_gpus():
@@ -89,8 +90,10 @@ def test_two_nodes_properties():
     assert (spec.num_cpus, spec.num_gpus) == (2, 8)
     assert spec.node_gpu_devices["192.168.1.11"] == ["192.168.1.11:GPU:{}".format(i) for i in range(4)]
     assert spec.network_bandwidth == {"192.168.1.10": 25.0, "192.168.1.11": 25.0}
-    group = spec.ssh_group["gpu_cluster"]
-    assert spec.ssh_config_map == {"192.168.1.11": group}
+    group = spec.ssh_configs["gpu_cluster"]
+    assert spec.ssh_config_map == {"192.168.1.10": None, "192.168.1.11": group}
+    assert spec.ssh_group == {"192.168.1.10": None, "192.168.1.11": "gpu_cluster"}
+    assert spec.remote_nodes == ["192.168.1.11"]
     assert group.username == "ubuntu" and group.port == 22
     assert group.key_file == os.path.expanduser("~/.ssh/id_ed25519")
     assert group.python_venv == "source ~/venvs/autodist/bin/activate"
@@ -116,7 +119,7 @@ def test_loopback_two_nodes_needs_no_ssh():
     spec = ResourceSpec(SPECS / "loopback_two_nodes.yml")
     assert [n.address for n in spec.node_specs] == ["127.0.0.1", "127.0.0.2"]
     assert all(spec.is_loopback(n.address) for n in spec.node_specs)
-    assert spec.ssh_config_map == {} and spec.num_gpus == 0
+    assert spec.remote_nodes == [] and spec.num_gpus == 0
     assert [spec.task_index(a) for a in ("127.0.0.1", "127.0.0.2")] == [0, 1]
 
 
@@ -128,7 +131,7 @@ def test_loopback_three_nodes_template_is_filled_in_with_from_dict(tmp_path):
                                    known_hosts_file=tmp_path / "known_hosts")
     spec = ResourceSpec.from_dict(data, path="loopback-sshd")
     assert spec.chief == "127.0.0.1"
-    assert sorted(spec.ssh_config_map) == ["127.0.0.2", "127.0.0.3"]
+    assert spec.remote_nodes == ["127.0.0.2", "127.0.0.3"] and spec.ssh_config_map["127.0.0.1"] is None
     config = spec.ssh_config_map["127.0.0.3"]
     assert (config.username, config.port, config.key_file) == ("tester", 42022, str(key))
     assert config.known_hosts_file == str(tmp_path / "known_hosts")
@@ -158,7 +161,7 @@ def test_defaults_of_nodes_and_ssh_groups(monkeypatch, tmp_path):
                             ssh_config="conf", network_bandwidth=1.0)
     assert isinstance(node.network_bandwidth, float)
     assert spec.name is None
-    assert spec.ssh_group["conf"] == SSHConfig(
+    assert spec.ssh_configs["conf"] == SSHConfig(
         username="ubuntu", port=22, key_file=None, python_venv="", shared_envs={},
         accept_new_host_keys=False, known_hosts_file=str(tmp_path / ".ssh" / "known_hosts"),
         connect_timeout=10.0)
@@ -176,7 +179,7 @@ def test_tilde_is_expanded_in_paths(monkeypatch, tmp_path):
             known_hosts_file: ~/hosts
             python_venv: source ~/venv/bin/activate
         """)
-    group = spec.ssh_group["conf"]
+    group = spec.ssh_configs["conf"]
     assert group.key_file == str(tmp_path / "keys" / "id_rsa")
     assert group.known_hosts_file == str(tmp_path / "hosts")
     # python_venv is a shell prefix, run remotely: its '~' is the remote shell's business.
@@ -276,7 +279,7 @@ def test_to_dict_round_trips():
     spec = ResourceSpec(SPECS / "heterogeneous.yml")
     again = ResourceSpec.from_dict(spec.to_dict())
     assert again.node_specs == spec.node_specs
-    assert again.ssh_group == spec.ssh_group
+    assert again.ssh_configs == spec.ssh_configs and again.ssh_group == spec.ssh_group
     assert again.name == spec.name and again.path == "<dict>"
 
 
@@ -289,7 +292,7 @@ def test_models_are_frozen():
     spec = ResourceSpec(SPECS / "two_nodes.yml")
     with pytest.raises(dataclasses.FrozenInstanceError):
         spec.node_specs[0].address = "10.9.9.9"
-    group = spec.ssh_group["gpu_cluster"]
+    group = spec.ssh_configs["gpu_cluster"]
     with pytest.raises(TypeError):
         group.shared_envs["EXTRA"] = "1"
     spec.node_specs.clear()   # a copy: the spec keeps its nodes
@@ -396,4 +399,4 @@ def test_ssh_group_without_username_is_the_local_user(monkeypatch):
     monkeypatch.setattr("getpass.getuser", lambda: "localperson")
     spec = spec_with_group("port: 2222\n")
     assert spec.ssh_config_map["10.0.0.2"].username == "localperson"
-    assert spec.ssh_group["conf"].port == 2222
+    assert spec.ssh_configs["conf"].port == 2222

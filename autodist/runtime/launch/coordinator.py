@@ -107,7 +107,7 @@ class Coordinator:
         self._stop = threading.Event()
         self._thread = None
         self.context = None
-        if resource_spec.ssh_config_map:
+        if resource_spec.remote_nodes:
             # paramiko closes every connection in an atexit handler registered when it is
             # first imported. Importing it now, before the caller registers its own exit
             # handler (AutoDist's ``finish``), makes that handler run first, while the

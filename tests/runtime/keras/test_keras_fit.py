@@ -159,3 +159,22 @@ def test_accumulating_fit_equals_keras_own_accumulation_on_one_device(spec, kind
     result = run(model, kind)
     result["weights"] = _weights(ad, model)
     check(result, expected)
+
+
+def test_the_eager_scope_form_of_tf_distribute_fits_as_single_device(spec):
+    """``with ad.scope():`` under eager execution enters the AutoDist's own graph: build and compile in it,
+    then plain fit/evaluate/predict, as with ``strategy.scope()``; a second scope returns to the same graph."""
+    assert tf.executing_eagerly()
+    expected = _reference("dense")
+    keras.backend.clear_session()
+    ad = AutoDist(spec, AllReduce())
+    with ad.scope():
+        assert not tf.executing_eagerly()
+        model = _build("dense")
+        graph = tf.compat.v1.get_default_graph()
+    assert tf.executing_eagerly() and ad.graph_item.graph is graph
+    with ad.scope():
+        assert tf.compat.v1.get_default_graph() is graph
+    result = run(model, "dense")
+    result["weights"] = _weights(ad, model)
+    check(result, expected)

@@ -37,7 +37,7 @@ class GoneRunner:
 
 def _factory(made):
     def make(node, spec, sink=None):
-        runner = GoneRunner(node.address) if node.address in spec.ssh_config_map else LocalRunner(node.address)
+        runner = GoneRunner(node.address) if spec.ssh_config_map[node.address] else LocalRunner(node.address)
         made.append(runner)
         return runner
     return make
@@ -47,7 +47,7 @@ def test_nodes_failing_preflight_are_left_out_while_enough_remain():
     spec, said, made = ResourceSpec.from_string(THREE), [], []
     smaller, failures = leave_out_unreachable(spec, 2, said.append, runner_factory=_factory(made))
     assert [n.address for n in smaller.node_specs] == ["127.0.0.1", "127.0.0.2"]
-    assert smaller.ssh_config_map == {} and smaller.chief == "127.0.0.1"
+    assert smaller.remote_nodes == [] and smaller.chief == "127.0.0.1"
     assert list(failures) == ["127.0.0.3"] and "Connection refused" in failures["127.0.0.3"]
     assert said == ["leaving out 127.0.0.3 (127.0.0.3: cannot connect over SSH: Connection refused): "
                     "2 of 3 nodes remain (min_nodes 2)"]
