@@ -7,11 +7,12 @@
 
 Traffic per training step, for a message of M bytes and N replicas (device
 level: transfers between devices of one node count too; a sparse gradient is
-counted as its dense size, an upper bound):
+counted as its dense size, an upper bound; a gradient computed in half precision
+under mixed precision travels, and is counted, at its own size G = M / 2):
 
-- ring all-reduce: every replica sends and receives ``2 (N - 1) / N * M``;
-- parameter server: every replica pushes its gradient (sends M) and pulls the
-  new value (receives M); the server receives ``N * M`` and sends ``N * M``.
+- ring all-reduce: every replica sends and receives ``2 (N - 1) / N * G``;
+- parameter server: every replica pushes its gradient (sends G) and pulls the
+  new value (receives M); the server receives ``N * G`` and sends ``N * M``.
 
 Bytes held: a server holds the variables (shards) placed on it; every replica
 holds a copy of each all-reduced variable; a PS variable with a local proxy has
@@ -164,6 +165,13 @@ def _loads(entries, by_name, resource_spec):
     return loads
 
 
+def _gradient_bytes(var, nbytes):
+    """The bytes the gradient of a piece of ``nbytes`` moves: fewer when it is computed in half precision."""
+    if var is None or not var.byte_size or var.grad_dtype in (None, var.dtype):
+        return nbytes
+    return nbytes * var.grad_byte_size // var.byte_size
+
+
 def load_imbalance(loads):
     """max / mean of ``loads``; 1.0 when nothing is loaded."""
     values = list(loads.values()) if isinstance(loads, dict) else list(loads)
@@ -177,7 +185,8 @@ class _Traffic:
     def __init__(self, replicas):
         self.replicas = replicas
         self.held, self.sent, self.received = {}, {}, {}
-        self.per_replica_ps = 0      # pushed and pulled by every replica
+        self.per_replica_push = 0    # pushed by every replica (its gradients)
+        self.per_replica_pull = 0    # pulled by every replica (the new values)
         self.per_replica_ar = 0      # all-reduced by every replica
         self.per_replica_copies = 0  # mirrored on every replica
         self.proxies = {}            # first replica of a node -> bytes of the proxies it holds
@@ -190,28 +199,31 @@ class _Traffic:
         self.sent[device] = self.sent.get(device, 0) + sent
         self.received[device] = self.received.get(device, 0) + received
 
-    def piece(self, sync, nbytes):
+    def piece(self, sync, nbytes, grad_bytes):
+        """A synchronized piece of ``nbytes`` whose gradient moves ``grad_bytes`` (fewer in half precision)."""
         n = len(self.replicas)
         if sync is None:
             return
         if sync.kind == "ps":
-            _, _, server_sends, server_receives = ps_push_pull_bytes(nbytes, n)
+            server_sends = ps_push_pull_bytes(nbytes, n)[2]
+            server_receives = ps_push_pull_bytes(grad_bytes, n)[3]
             self.add(sync.destination, nbytes, server_sends, server_receives)
-            self.per_replica_ps += nbytes
+            self.per_replica_push += grad_bytes
+            self.per_replica_pull += nbytes
             if sync.proxy:
                 for first in self.firsts.values():
                     if keeps_proxy(first, sync.destination):
                         self.proxies[first] = self.proxies.get(first, 0) + nbytes
         else:
-            self.per_replica_ar += nbytes
+            self.per_replica_ar += grad_bytes
             self.per_replica_copies += nbytes
 
     def finish(self):
         n = len(self.replicas)
         ring = (2 * (n - 1) * self.per_replica_ar + n // 2) // n if n else 0   # rounded 2(N-1)/N*M
         for replica in self.replicas:
-            self.add(replica, self.per_replica_copies + self.proxies.get(replica, 0), self.per_replica_ps + ring,
-                     self.per_replica_ps + ring)
+            self.add(replica, self.per_replica_copies + self.proxies.get(replica, 0), self.per_replica_push + ring,
+                     self.per_replica_pull + ring)
 
 
 def plan_report(strategy, variables, resource_spec, builder=None):
@@ -225,7 +237,7 @@ def plan_report(strategy, variables, resource_spec, builder=None):
         var = by_name.get(entry.var_name)
         rows.append(_variable_row(entry, var))
         for _, part, nbytes in pieces(entry, var):
-            traffic.piece(part, nbytes)
+            traffic.piece(part, nbytes, _gradient_bytes(var, nbytes))
     traffic.finish()
     listed = {entry.var_name for entry in entries.variables.values()}
     for var in variables:   # variables the strategy leaves alone

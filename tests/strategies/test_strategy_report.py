@@ -43,6 +43,22 @@ def test_all_reduce_totals(make_var, four_servers):
     assert len(report.devices) == 4 and report.imbalance == 1.0 and report.num_servers == 0
 
 
+def test_half_gradients_move_half_the_bytes(make_var, two_gpus, four_servers):
+    """Under mixed precision a float16 gradient is pushed (or all-reduced) at 2 bytes an element; the new
+    float32 value is pulled whole and held whole."""
+    import dataclasses
+    variables = [dataclasses.replace(make_var("w", (100,)), grad_dtype="float16")]   # 400 bytes, gradient 200
+    report = plan_report(PS().build_from_variables(variables, two_gpus), variables, two_gpus)
+    assert devices(report) == {
+        "127.0.0.1:CPU:0": (("server",), 400, 800, 400),        # sends 2 x 400, receives 2 x 200
+        "127.0.0.1:GPU:0": (("replica",), 0, 200, 400),
+        "127.0.0.1:GPU:1": (("replica",), 0, 200, 400),
+    }
+    report = plan_report(AllReduce().build_from_variables(variables, four_servers), variables, four_servers)
+    ring = round(ring_all_reduce_bytes(200, 4))
+    assert set(devices(report).values()) == {(("replica",), 400, ring, ring)}
+
+
 def test_proxies_are_held_by_other_nodes_and_single_server_lambda(make_var, make_spec):
     spec = make_spec([("127.0.0.1", (), (0,)), ("127.0.0.2", (), (0,))])
     variables = [make_var("w", (100,))]
