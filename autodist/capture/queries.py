@@ -12,6 +12,8 @@ Variables. A Keras 3 variable wraps a ``tf.Variable`` (``tf_variable``); the
 graph names a variable by its handle tensor (``variable_handle``); an op reaches
 a variable through a chain of Identity ops (``source_op``).
 
+Walks. ``ancestors(ops)``: every op they depend on, over data and control edges.
+
 Writes. A variable's update op is a write (an assignment, a ``ResourceApply*``,
 a scatter) that is neither its initializer nor a Saver's restore. When several
 writes touch one variable, the update is the one its gradient reaches
@@ -21,7 +23,7 @@ import tensorflow as tf
 
 __all__ = ["op_of", "tensor_name", "op_name", "tf_variable", "variable_handle", "source_op",
            "is_variable_write", "is_checkpoint_restore", "is_update_candidate", "forward_reachable",
-           "ops_since", "variable_initializers", "HALF_DTYPES", "half_source", "half_gradient_dtypes"]
+           "ops_since", "variable_initializers", "ancestors", "HALF_DTYPES", "half_source", "half_gradient_dtypes"]
 
 
 # -- names ---------------------------------------------------------------------------
@@ -187,3 +189,18 @@ def variable_initializers(graph):
     keys = (tf.compat.v1.GraphKeys.GLOBAL_VARIABLES, tf.compat.v1.GraphKeys.LOCAL_VARIABLES)
     return {v.initializer for key in keys for v in graph.get_collection(key)
             if getattr(v, "initializer", None) is not None}
+
+
+# -- walks ---------------------------------------------------------------------------
+
+def ancestors(roots):
+    """Every op ``roots`` depend on (data and control edges), the roots included."""
+    seen, stack = set(), list(roots)
+    while stack:
+        op = stack.pop()
+        if op in seen:
+            continue
+        seen.add(op)
+        stack.extend(t.op for t in op.inputs)
+        stack.extend(op.control_inputs)
+    return seen

@@ -44,6 +44,7 @@ first component is a scalar counts one row.
 """
 import tensorflow as tf
 
+from autodist.capture.queries import ancestors
 from autodist.errors import CaptureError
 
 __all__ = ["POLICIES", "STATE", "PROGRESS", "CHECK", "END_OF_INPUT", "with_lookahead", "state_variable",
@@ -133,25 +134,13 @@ class LookaheadIterator(tf.compat.v1.data.Iterator):
                            "ahead and cannot be re-pointed at another one; make one iterator per dataset")
 
 
-def _ancestors(tensors):
-    seen, stack = set(), [t.op for t in tensors]
-    while stack:
-        op = stack.pop()
-        if op in seen:
-            continue
-        seen.add(op)
-        stack.extend(t.op for t in op.inputs)
-        stack.extend(op.control_inputs)
-    return seen
-
-
 def _training_inputs(item):
     """``(rows, next)`` tensors of the wrapped get_next that feeds the recorded gradients, or None."""
     graph = item.graph
     grads = []
     for record in item.grad_records:
         grads.extend(graph.get_tensor_by_name(t) for t in (record.grad, record.values) if t)
-    feeding = _ancestors(grads)
+    feeding = ancestors([t.op for t in grads])
     found = []
     for entry in graph.get_collection(_GET_NEXTS):
         rows, following = (graph.get_tensor_by_name(name) for name in entry.split(","))

@@ -20,7 +20,7 @@ from autodist.errors import LaunchError
 from autodist.plan.names import host_cpu
 from autodist.runner.base import run_bounded
 
-__all__ = ["send", "receive", "queue_of", "JoinError"]
+__all__ = ["send", "receive", "queue_of", "run_ops", "JoinError"]
 
 
 class JoinError(LaunchError):
@@ -35,12 +35,15 @@ def queue_of(job_id, name, owner_task):
 
 
 def _session(target, graph, tasks):
+    if tasks is None:
+        return tf.compat.v1.Session(target, graph=graph)
     config = tf.compat.v1.ConfigProto(device_filters=[host_cpu(t).rsplit("/", 1)[0] for t in sorted(set(tasks))])
     return tf.compat.v1.Session(target, graph=graph, config=config)
 
 
-def _run(target, tasks, build, timeout, waiting_for):
-    """Build ops with ``build()`` in a new graph and run them on ``target``, within ``timeout`` s."""
+def run_ops(target, build, timeout, waiting_for, tasks=None):
+    """Build ops with ``build()`` in a new graph and run them on ``target`` (a session that only needs the
+    servers of ``tasks``, when given), within ``timeout`` s; a ``JoinError`` starting with ``waiting_for``."""
     graph = tf.Graph()
     with graph.as_default():
         fetch = build()
@@ -68,12 +71,12 @@ def send(target, own_task, job_id, name, owner_task, messages, timeout):
     def build():
         queue = queue_of(job_id, name, owner_task)
         return tf.group(*[queue.enqueue(tf.constant(m)) for m in messages])
-    _run(target, (own_task, owner_task), build, timeout,
-         "could not hand a message to task {} of job {}".format(owner_task, job_id))
+    run_ops(target, build, timeout, "could not hand a message to task {} of job {}".format(owner_task, job_id),
+            tasks=(own_task, owner_task))
 
 
 def receive(target, own_task, job_id, name, owner_task, count, timeout, waiting_for):
     """Dequeue ``count`` messages (bytes) from queue ``name`` on task ``owner_task``."""
     def build():
         return queue_of(job_id, name, owner_task).dequeue_many(count)
-    return list(_run(target, (own_task, owner_task), build, timeout, waiting_for))
+    return list(run_ops(target, build, timeout, waiting_for, tasks=(own_task, owner_task)))
