@@ -338,6 +338,10 @@ class Runner(abc.ABC):
     def remove_tree(self, path):
         """Remove ``path`` recursively on the node (no error if it is missing)."""
 
+    def unreachable(self, timeout=3.0):
+        """Why the node cannot be reached now, or None (this machine, or a node that answers)."""
+        return None
+
     def close(self):
         """Release connections.
 

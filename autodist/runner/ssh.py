@@ -230,6 +230,20 @@ class SSHRunner(Runner):
                 sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
         return sock
 
+    def unreachable(self, timeout=3.0):
+        """Why the node cannot be reached now: its sshd's port gives no answer within ``timeout`` s, or None.
+
+        A refused connection is an answer (the machine is up, its network too);
+        a cut link or a machine that is gone gives silence or "no route to host".
+        """
+        try:
+            socket.create_connection((self.address, self.port), timeout=timeout).close()
+        except ConnectionRefusedError:
+            return None
+        except OSError as e:
+            return "no answer from {}:{} within {:g} s ({})".format(self.address, self.port, timeout, _reason(e))
+        return None
+
     def _open_client(self):
         _quiet_paramiko_logs()
         key = self._load_key()

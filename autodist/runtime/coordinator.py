@@ -256,8 +256,14 @@ class Coordinator:
         if code is None:
             return None
         if handle.connection_lost:
+            what = "TensorFlow server" if role == "server" else "training script"
+            runner = self._runners.get(handle.name)
+            problem = runner.unreachable() if runner is not None else None
+            if problem:   # a cut link or a machine that is gone, not a process that died
+                return handle.failure("is unreachable: {}; the connection to it was lost while its {} ran (its "
+                                      "process may still be running there)".format(problem, what))
             return handle.failure("failed: the connection to it was lost while its {} ran (exit code {})".format(
-                "TensorFlow server" if role == "server" else "training script", code))
+                what, code))
         if role == "worker" and code == 0:
             return None
         what = "TensorFlow server" if role == "server" else "training script"
@@ -276,7 +282,9 @@ class Coordinator:
         """A ``StallError`` when a step has made no progress for the stall timeout (``runtime.stall``)."""
         if self._stall_timeout is None or self._monitor is None:
             return None
-        return job_stall(self.job_id, self.spec.chief, self._monitor, self._workers, self._stall_timeout, self._sink)
+        runners = dict(self._runners)
+        return job_stall(self.job_id, self.spec.chief, self._monitor, self._workers, self._stall_timeout, self._sink,
+                         reach=lambda address: runners[address].unreachable() if address in runners else None)
 
     def _fail(self, error):
         with self._lock:

@@ -114,6 +114,7 @@ class Job:
         self._context = context if context is not None else env_context
         self._parent = os.getppid()
         self._coordinator = None
+        self._node_failed = False   # the job ended through another node's failure (``_leave_if_stuck``)
         self._session = None
         self._session_args = None   # (JobContext, failure, on_interrupt) of the running job
         self._generation = 0
@@ -125,6 +126,7 @@ class Job:
         if self._launched_by_chief and self._context.serves:   # this process hosts its node's server
             node = {n.address: n for n in resource_spec.node_specs}[self._context.address]
             serve(self._context, cpu_count_of(node), node.threads, self._monitor, cores=node.cores)
+        atexit.register(_leave_if_stuck, weakref.ref(self))   # the last exit work of the job
         atexit.register(_close_at_exit, weakref.ref(self))   # after the job's own exit work (registered later)
         self.attempt = attempt_of(environ) if self._context is None else None   # a supervised new chief's number
         self.node_failure_status = NODE_FAILED if self.attempt else EXIT_NODE_FAILED
@@ -324,13 +326,17 @@ class Job:
         coordinator, self._coordinator = self._coordinator, None
         if coordinator is None:
             return
-        if not abort:
-            coordinator.finish(timeout)
-            return
-        coordinator.abort(reason=reason)
-        failure = coordinator.failure()
-        if failure is not None:
-            raise failure
+        try:
+            if not abort:
+                coordinator.finish(timeout)
+                return
+            coordinator.abort(reason=reason)
+            failure = coordinator.failure()
+            if failure is not None:
+                raise failure
+        except RemoteWorkerError:
+            self._node_failed = True
+            raise
 
     def chief_exiting(self, code):
         """The script leaves ``scope()`` through ``sys.exit(code)``: an error status ends the job at once.
@@ -371,6 +377,7 @@ class Job:
             coordinator.abort(reason="the chief's script was interrupted" if isinstance(error, KeyboardInterrupt)
                               else "the chief's script failed ({})".format(type(error).__name__))
             failure = coordinator.failure()
+            self._node_failed = failure is not None
             if isinstance(error, RemoteWorkerError) and failure is not None and self.attempt:
                 print("autodist: error: {}".format(failure), file=sys.stderr, flush=True)
                 _leave_with(self.node_failure_status)   # another node failed: the supervisor restarts
@@ -378,8 +385,29 @@ class Job:
         try:
             coordinator.finish()
         except RemoteWorkerError as e:
+            self._node_failed = True
             print("autodist: error: {}".format(e), file=sys.stderr, flush=True)
             _leave_with(self.node_failure_status)
+
+
+def _leave_if_stuck(job_ref):
+    """At the chief's exit after another node failed: leave with the node-failure status while a step is stuck.
+
+    A step waiting for a node that cannot be reached (a cut link: no reset,
+    no error, only silence) stays on its daemon thread
+    (``session.WatchedCaller``) until gRPC gives up, which may happen while
+    Python finalizes; a daemon thread that returns then is ended by the
+    interpreter through C++ frames that refuse it, and the process aborts
+    (status 134, ``FATAL: exception not rethrown``) instead of saying that a
+    node failed. A loopback node that dies fails its steps at once, which is
+    why only real links show this.
+    """
+    job = job_ref()
+    if job is None or not job._node_failed:
+        return
+    from autodist.runtime.session import calls_in_flight
+    if calls_in_flight():
+        _leave_with(job.node_failure_status)
 
 
 def _close_at_exit(job_ref):
