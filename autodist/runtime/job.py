@@ -53,6 +53,7 @@ from autodist.runtime.restart import NODE_FAILED, attempt_of
 from autodist.runtime.shrink import leave_out_unreachable, plan_change, restricted
 from autodist.runtime.stall import DEFAULT_STALL_TIMEOUT, member_stall
 from autodist.runtime.step_report import ReportWriter, StepMonitor
+from autodist.runtime.straggler import start_link_views
 from autodist.runtime.job_views import JobViews
 from autodist.runtime.node_launch import runner_factory, single_node_job
 from autodist.runtime.strategy_handoff import (build_strategy, keep_calibration, load_strategy, script_argv,
@@ -103,6 +104,7 @@ class Job:
         self._verbose = verbose
         self._progress_wanted = (progress, total_steps)
         self._progress = None
+        self._straggler = None   # the chief's StragglerWatch (False: none on this node)
         self._stall_timeout = stall_timeout
         self.worker_env = {}   # more environment for the other nodes' scripts, set before ``open``
         self.before_term = []  # callables run when SIGTERM reaches the chief, before the job stops
@@ -175,6 +177,9 @@ class Job:
         self._session = self._start(graph_item) if self._context is None else self._join(graph_item)
         for callback in self.on_session:
             callback(self._session, True)
+        if len(self._spec.node_specs) > 1 and self._straggler is None:   # each node meters its link
+            self._straggler = start_link_views(self._monitor, self._progress_sample if self._coordinator else None,
+                                               self._spec.chief) or False
         wanted, total_steps = self._progress_wanted
         if wanted and self.is_chief and self._progress is None:
             self._progress = Progress(self._progress_sample, self._spec.chief, total_steps).start()
@@ -192,6 +197,8 @@ class Job:
     def _stop_progress(self):
         if self._progress is not None:
             self._progress.stop()
+        if self._straggler:
+            self._straggler.stop()
 
     def _start(self, item):
         from autodist.runner import new_job_id
