@@ -14,6 +14,7 @@ The step of a synchronous plan is::
             round trip (round_trip_s); the longer of the two when a plan has both
     communication = max over nodes of the node's time on the wire and at work:
         per transport  (max(sent, received) + (1 - duplex) min(sent, received)) / bandwidth
+                       (the transport's bandwidth as the node's own link carries it: ``links``)
                        + max(messages sent, messages received) * latency
         + bytes copied inside the node / local bandwidth
         + dense bytes its parameter servers aggregate / update rate
@@ -35,6 +36,7 @@ the bytes: 0).
 import dataclasses
 from typing import Dict, Optional
 
+from autodist.strategies.cost.links import node_bandwidth
 from autodist.strategies.cost.traffic import COLLECTIVE, RPC, step_traffic
 
 __all__ = ["BACKWARD_SHARE", "Compute", "Prediction", "node_comm_s", "predict", "exposed_comm_s", "fixed_step_s",
@@ -88,6 +90,7 @@ def node_comm_s(traffic, node, calibration):
     for transport, latency, bandwidth, duplex in (
             (RPC, calibration.rpc_latency_s, calibration.rpc_bandwidth, calibration.rpc_duplex),
             (COLLECTIVE, calibration.collective_latency_s, calibration.collective_bandwidth, 1.0)):
+        bandwidth = node_bandwidth(calibration, node, bandwidth, transport)   # the node's own link
         sent, sent_messages = traffic.sent(node, transport)
         received, received_messages = traffic.received(node, transport)
         both_ways = max(sent, received) + (1.0 - duplex) * min(sent, received)

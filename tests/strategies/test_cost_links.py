@@ -1,0 +1,69 @@
+"""Each node's link rate in the cost model (``strategies.cost.links``): pairs, node rates, the model per node."""
+import dataclasses
+
+from autodist.strategies import PS, AllReduce
+from autodist.strategies.cost import Compute, predict, prior_calibration
+from autodist.strategies.cost.links import link_pairs, node_bandwidth, node_rates
+from autodist.strategies.cost.model import node_comm_s
+from autodist.strategies.cost.traffic import step_traffic
+
+from strategy_inputs_for_tests import _spec_from, _var
+from test_cost_model import _calibration
+
+A, B, C = "10.0.0.1", "10.0.0.2", "10.0.0.3"
+
+
+def test_every_pair_up_to_eight_nodes_then_the_chiefs_and_a_ring():
+    assert link_pairs(3) == [(0, 1), (0, 2), (1, 2)]
+    assert len(link_pairs(8)) == 28
+    assert link_pairs(10) == [(0, k) for k in range(1, 10)] + [(k, k + 1) for k in range(1, 9)]
+
+
+def test_a_node_runs_at_its_fastest_pair():
+    # a path runs at its slower end: node 2 is slow, the chief and node 1 are not
+    assert node_rates({(0, 1): 100.0, (0, 2): 10.0, (1, 2): 10.0}, 3) == [100.0, 100.0, 10.0]
+    # the chief slow: the pair of the other two shows theirs
+    assert node_rates({(0, 1): 10.0, (0, 2): 10.0, (1, 2): 100.0}, 3) == [10.0, 100.0, 100.0]
+    assert node_rates({(0, 1): 50.0}, 2) == [50.0, 50.0]   # two nodes: both get their path's
+
+
+def test_a_transport_scales_by_the_nodes_link_over_the_path_it_was_measured_on():
+    calibration = _calibration(link_bandwidth={A: 100.0, B: 100.0, C: 10.0},
+                               link_reference={"rpc": 10.0, "collective": 10.0})
+    assert node_bandwidth(calibration, A, 50.0, "rpc") == 500.0
+    assert node_bandwidth(calibration, C, 50.0, "collective") == 50.0
+    assert node_bandwidth(_calibration(), A, 50.0, "rpc") == 50.0   # no link rates (an older probe): as measured
+    assert node_bandwidth(calibration, "10.0.0.9", 50.0, "rpc") == 50.0
+
+
+def test_the_prior_gives_each_node_its_specs_bandwidth():
+    from autodist.spec.resource_spec import ResourceSpec
+    spec = ResourceSpec.from_dict({"nodes": [{"address": A, "chief": True, "network_bandwidth": 10},
+                                             {"address": B, "ssh_config": "lab", "network_bandwidth": 10},
+                                             {"address": C, "ssh_config": "lab", "network_bandwidth": 1}],
+                                   "ssh": {"lab": {"username": "u"}}})
+    prior = prior_calibration(spec)
+    assert prior.link_bandwidth == {A: 1.25e9, B: 1.25e9, C: 1.25e8}
+    assert prior.link_reference == {"rpc": 1.25e8, "collective": 1.25e8}
+    assert prior.rpc_bandwidth == 1.25e8   # the slowest node's, as before; the fast nodes scale it up
+
+
+def test_parameter_servers_on_a_fast_node_beat_all_reduce_through_a_slow_one():
+    """Under PS every byte crosses the server's link; with a slow third node that is the better plan."""
+    spec = _spec_from([(A, (), (0,)), (B, (), (0,)), (C, (), (0,))])
+    w = _var("W", [1000, 1000])   # 4 MB
+    compute = Compute(0.0)
+    slow_c = _calibration(rpc_bandwidth=1e7, collective_bandwidth=1e7, rpc_latency_s=0.0, collective_latency_s=0.0,
+                          local_bandwidth=1e12, update_bytes_per_s=1e12, ps_step_s=0.0, round_trip_s=0.0,
+                          link_bandwidth={A: 1e8, B: 1e8, C: 1e7}, link_reference={"rpc": 1e7, "collective": 1e7})
+    uniform = dataclasses.replace(slow_c, link_bandwidth={A: 1e8, B: 1e8, C: 1e8},
+                                  link_reference={"rpc": 1e8, "collective": 1e8})
+    ps, ar = (b.build_from_variables([w], spec) for b in (PS(), AllReduce()))
+    slow = {name: predict(s, [w], compute, slow_c, chief=A) for name, s in (("PS", ps), ("AllReduce", ar))}
+    fast = {name: predict(s, [w], compute, uniform, chief=A) for name, s in (("PS", ps), ("AllReduce", ar))}
+    assert fast["AllReduce"].step_s < fast["PS"].step_s      # alike links: the ring moves less per node
+    assert slow["PS"].step_s < slow["AllReduce"].step_s      # node C slow: the ring waits for it, PS less so
+    assert slow["AllReduce"].bottleneck == C
+    traffic = step_traffic(ps, [w])
+    # C's link carries its push and its pull once; A's carries both other nodes' at ten times the rate
+    assert node_comm_s(traffic, C, slow_c) > node_comm_s(traffic, A, slow_c)
