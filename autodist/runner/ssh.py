@@ -231,11 +231,8 @@ class SSHRunner(Runner):
         return sock
 
     def unreachable(self, timeout=3.0):
-        """Why the node cannot be reached now: its sshd's port gives no answer within ``timeout`` s, or None.
-
-        A refused connection is an answer (the machine is up, its network too);
-        a cut link or a machine that is gone gives silence or "no route to host".
-        """
+        """Why the node cannot be reached now (its sshd's port silent for ``timeout`` s), or None; a refused
+        connection is an answer: the machine and its network are up."""
         try:
             socket.create_connection((self.address, self.port), timeout=timeout).close()
         except ConnectionRefusedError:

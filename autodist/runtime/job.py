@@ -398,16 +398,10 @@ class Job:
 
 
 def _leave_if_stuck(job_ref):
-    """At the chief's exit after another node failed: leave with the node-failure status while a step is stuck.
+    """After another node failed, leave with the node-failure status while a step still waits for it.
 
-    A step waiting for a node that cannot be reached (a cut link: no reset,
-    no error, only silence) stays on its daemon thread
-    (``session.WatchedCaller``) until gRPC gives up, which may happen while
-    Python finalizes; a daemon thread that returns then is ended by the
-    interpreter through C++ frames that refuse it, and the process aborts
-    (status 134, ``FATAL: exception not rethrown``) instead of saying that a
-    node failed. A loopback node that dies fails its steps at once, which is
-    why only real links show this.
+    A step waiting for a node behind a cut link (silence, no reset) may return during Python's
+    finalization, whose end of a daemon thread then aborts the process (134) instead.
     """
     job = job_ref()
     if job is None or not job._node_failed:
