@@ -1,6 +1,8 @@
 """Each node's link rate in the cost model (``strategies.cost.links``): pairs, node rates, the model per node."""
 import dataclasses
 
+import pytest
+
 from autodist.strategies import PS, AllReduce
 from autodist.strategies.cost import Compute, predict, prior_calibration
 from autodist.strategies.cost.links import link_pairs, node_bandwidth, node_rates
@@ -48,22 +50,19 @@ def test_the_prior_gives_each_node_its_specs_bandwidth():
     assert prior.rpc_bandwidth == 1.25e8   # the slowest node's, as before; the fast nodes scale it up
 
 
-def test_parameter_servers_on_a_fast_node_beat_all_reduce_through_a_slow_one():
-    """Under PS every byte crosses the server's link; with a slow third node that is the better plan."""
+def test_every_plan_is_priced_at_the_slow_nodes_link():
+    """A third node at a tenth of the others' link: it is every plan's bottleneck, at its own rate."""
     spec = _spec_from([(A, (), (0,)), (B, (), (0,)), (C, (), (0,))])
     w = _var("W", [1000, 1000])   # 4 MB
-    compute = Compute(0.0)
-    slow_c = _calibration(rpc_bandwidth=1e7, collective_bandwidth=1e7, rpc_latency_s=0.0, collective_latency_s=0.0,
-                          local_bandwidth=1e12, update_bytes_per_s=1e12, ps_step_s=0.0, round_trip_s=0.0,
-                          link_bandwidth={A: 1e8, B: 1e8, C: 1e7}, link_reference={"rpc": 1e7, "collective": 1e7})
-    uniform = dataclasses.replace(slow_c, link_bandwidth={A: 1e8, B: 1e8, C: 1e8},
-                                  link_reference={"rpc": 1e8, "collective": 1e8})
+    slow = _calibration(rpc_bandwidth=1e7, collective_bandwidth=1e7, rpc_latency_s=0.0, collective_latency_s=0.0,
+                        local_bandwidth=1e12, update_bytes_per_s=1e12, ps_step_s=0.0, round_trip_s=0.0,
+                        link_bandwidth={A: 1e8, B: 1e8, C: 1e7}, link_reference={"rpc": 1e7, "collective": 1e7})
+    alike = dataclasses.replace(slow, rpc_bandwidth=1e8, collective_bandwidth=1e8,
+                                link_bandwidth={A: 1e8, B: 1e8, C: 1e8}, link_reference={"rpc": 1e8, "collective": 1e8})
     ps, ar = (b.build_from_variables([w], spec) for b in (PS(), AllReduce()))
-    slow = {name: predict(s, [w], compute, slow_c, chief=A) for name, s in (("PS", ps), ("AllReduce", ar))}
-    fast = {name: predict(s, [w], compute, uniform, chief=A) for name, s in (("PS", ps), ("AllReduce", ar))}
-    assert fast["AllReduce"].step_s < fast["PS"].step_s      # alike links: the ring moves less per node
-    assert slow["PS"].step_s < slow["AllReduce"].step_s      # node C slow: the ring waits for it, PS less so
-    assert slow["AllReduce"].bottleneck == C
-    traffic = step_traffic(ps, [w])
-    # C's link carries its push and its pull once; A's carries both other nodes' at ten times the rate
-    assert node_comm_s(traffic, C, slow_c) > node_comm_s(traffic, A, slow_c)
+    for strategy, c_bytes in ((ps, 2 * 4e6), (ar, 4 / 3 * 4e6)):   # C pulls, then pushes / a ring's hops
+        assert predict(strategy, [w], Compute(0.0), alike, chief=A).step_s < \
+            predict(strategy, [w], Compute(0.0), slow, chief=A).step_s
+        prediction = predict(strategy, [w], Compute(0.0), slow, chief=A)
+        assert prediction.bottleneck == C
+        assert node_comm_s(step_traffic(strategy, [w]), C, slow) == pytest.approx(c_bytes / 1e7)
