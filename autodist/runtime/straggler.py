@@ -35,7 +35,7 @@ __all__ = ["LinkMeter", "StragglerWatch", "start_link_views", "interface_counter
            "SAMPLE_S", "PEAK_S", "WINDOW_S", "MIN_SHARE", "LEAD", "REPEAT_S"]
 
 SAMPLE_S = 0.05     # s between two reads of the interface counters
-PEAK_S = 0.25       # s over which a rate counts as the link's (short bursts of a rate limiter do not)
+PEAK_S = 0.1        # s over which a rate counts as the link's (two samples: a rate limiter's burst weighs little)
 WINDOW_S = 8.0      # s of reports the chief compares
 MIN_SHARE = 0.5     # a straggler's link is busy at least this part of the step ...
 LEAD = 2.0          # ... and this many times longer than any other node's
