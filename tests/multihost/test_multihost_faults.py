@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 
-from jobtools import REPO, SCRIPTS, job_processes, linear_reference, wait_until
+from jobtools import SCRIPTS, job_processes, linear_reference, wait_until
 from test_multihost_jobs import UNMODIFIED, _weights, assert_weights, unmodified_reference
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
