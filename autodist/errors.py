@@ -22,6 +22,7 @@ __all__ = [
     "CheckpointError",
     "FunctionError",
     "ArgumentError",
+    "ClusterError",
 ]
 
 
@@ -152,4 +153,12 @@ class ArgumentError(AutoDistError, ValueError):
     ``model.fit(validation_split=...)``), what it accepts and, where there is
     one, the fix. A ``ValueError``, as Keras' own refusals of ``fit``'s
     arguments are.
+    """
+
+
+class ClusterError(AutoDistError, RuntimeError):
+    """``autodist cluster`` cannot make, change or remove an emulated cluster on this machine.
+
+    The message names the cluster, the object (namespace, link, sshd, file) and,
+    where there is one, the fix (run as root, install iproute2, ``down`` first).
     """

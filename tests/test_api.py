@@ -10,7 +10,7 @@ import tensorflow as tf
 import keras
 
 import autodist
-from autodist.errors import CaptureError, LaunchError, SessionError
+from autodist.errors import LaunchError, SessionError
 from autodist.capture.graph_item import get_default_graph_item
 from autodist.runtime.context import ENV_VAR, JobContext
 
@@ -55,11 +55,20 @@ def test_import_has_no_side_effects(tmp_path):
         "tensorflow_imported": False, "env_changed": False, "cwd_changed": False, "home_created": False}
 
 
-def test_scope_in_eager_mode_is_a_clear_error():
+def test_scope_in_eager_mode_enters_the_autodists_own_graph():
+    """As tf.distribute's ``with strategy.scope():``: the same graph at every entry, eager again after it,
+    also when the block raises."""
     ad = autodist.AutoDist(ONE_NODE)
-    with pytest.raises(CaptureError, match="tf.Graph\\(\\).as_default\\(\\)"):
+    with ad.scope():
+        assert not tf.executing_eagerly()
+        graph = tf.compat.v1.get_default_graph()
+        tf.Variable(1.0, name="v")
+    assert tf.executing_eagerly() and ad.graph_item.graph is graph
+    with pytest.raises(ValueError, match="inside"):
         with ad.scope():
-            pass
+            assert tf.compat.v1.get_default_graph() is graph
+            raise ValueError("inside")
+    assert tf.executing_eagerly() and [v.op.name for v in ad.graph_item.graph.get_collection("variables")] == ["v"]
 
 
 def test_scope_makes_the_default_graph_item_and_restores_optimizers():

@@ -20,12 +20,12 @@ import sys
 
 from autodist import __version__
 from autodist.cli.common import EXIT_INTERRUPTED, EXIT_USER_ERROR, USER_ERRORS, report_error
-from autodist.cli import calibrate, plan, run, spec, spec_convert
+from autodist.cli import calibrate, cluster, plan, run, spec, spec_convert
 
 __all__ = ["main", "build_parser", "COMMANDS"]
 
 #: Command modules, each with ``register(subparsers)``.
-COMMANDS = (spec, spec_convert, plan, calibrate, run)
+COMMANDS = (spec, spec_convert, plan, calibrate, run, cluster)
 
 
 def build_parser():

@@ -15,7 +15,7 @@ import argparse
 import json
 import sys
 
-__all__ = ["register", "calibration_rows"]
+__all__ = ["register", "calibration_rows", "link_rows"]
 
 _ROWS = (("rpc_latency_s", "rpc latency (a PS variable's push/pull, per message)", 1e6, "us"),
          ("rpc_bandwidth", "rpc bandwidth", 1e-6, "MB/s"),
@@ -86,4 +86,13 @@ def _calibrate(args):
     for row in rows:
         print("  ".join(cell.rjust(w) if i in (1, 2) else cell.ljust(w) for i, (cell, w) in
                         enumerate(zip(row, widths))).rstrip())
+    for line in link_rows(found, prior):
+        print(line)
     return 0
+
+
+def link_rows(found, prior):
+    """A line per node: its link rate found (``runtime.calibrate.links``) and the spec's."""
+    links, spec = found.link_bandwidth or {}, prior.link_bandwidth or {}
+    return ["link {}  {:.4g} Mbit/s  (spec {:.4g} Mbit/s)".format(node, links[node] * 8e-6, spec.get(node, 0) * 8e-6)
+            for node in sorted(links)]

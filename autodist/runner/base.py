@@ -23,7 +23,7 @@ from autodist.runner.frames import FrameSplitter
 from autodist.runner.node_log import NodeLog
 
 __all__ = ["Runner", "ProcessHandle", "EventProcessHandle", "OutputPump", "run_for_output", "wait_until", "run_bounded",
-           "write_line", "WholeLines", "DISCARD", "CONNECTION_LOST", "MAX_TAIL_LINES", "MAX_LINE", "ANNOUNCE"]
+           "write_line", "DISCARD", "CONNECTION_LOST", "MAX_TAIL_LINES", "MAX_LINE", "ANNOUNCE"]
 
 CONNECTION_LOST = 255
 MAX_TAIL_LINES = 1000
@@ -55,74 +55,6 @@ def write_line(name, sink, line):
     with _SINK_LOCK:
         sink.write("[{}] {}\n".format(name, line))
         sink.flush()
-
-
-class WholeLines:
-    """A text stream that passes each thread's lines on whole.
-
-    ``print`` writes its text and its newline in two calls; when another
-    thread (the chief's relay of the other nodes' lines) writes in between,
-    the two lines run together (``loss=0.31[127.0.0.2] loss=0.29``). While
-    the chief relays, its ``sys.stdout`` is one of these (``install``): a
-    thread's unfinished line waits until its newline, or until that thread
-    flushes. Everything else (``fileno``, ``isatty``, ``encoding`` ...) is the
-    wrapped stream's.
-
-    Its lock is held only around writes to the wrapped stream, never while
-    calling anything that takes another lock: the relay's ``write_line`` holds
-    ``_SINK_LOCK`` and the live progress line holds rich's locks while they
-    write here, so a lock of theirs taken in here would deadlock the two.
-    """
-
-    def __init__(self, stream):
-        self.stream = stream
-        self._partial = {}   # thread ident -> its unfinished line
-        self._lock = threading.Lock()
-
-    @classmethod
-    def install(cls):
-        """Make ``sys.stdout`` one, unless it is already; returns the one installed, or None."""
-        if isinstance(sys.stdout, cls) or sys.stdout is None:
-            return None
-        sys.stdout = cls(sys.stdout)
-        return sys.stdout
-
-    def uninstall(self):
-        """Give ``sys.stdout`` back (if it is still this) and write what is left of every thread's line:
-        the other threads' each on a line of its own, the calling thread's last, unfinished, for its
-        next write to finish."""
-        with self._lock:
-            if sys.stdout is self:
-                sys.stdout = self.stream
-            own = self._partial.pop(threading.get_ident(), "")
-            rest = "".join(line + "\n" for line in self._partial.values()) + own
-            self._partial = {}
-            try:
-                if rest:
-                    self.stream.write(rest)
-                self.stream.flush()
-            except (OSError, ValueError):   # the stream was closed under us: nothing can be shown anyway
-                pass
-
-    def write(self, text):
-        key = threading.get_ident()
-        with self._lock:
-            done, newline, rest = (self._partial.pop(key, "") + text).rpartition("\n")
-            if rest:
-                self._partial[key] = rest
-            if newline:
-                self.stream.write(done + newline)
-        return len(text)
-
-    def flush(self):
-        with self._lock:
-            partial = self._partial.pop(threading.get_ident(), "")
-            if partial:
-                self.stream.write(partial)
-            self.stream.flush()
-
-    def __getattr__(self, name):
-        return getattr(self.stream, name)
 
 
 class OutputPump:
@@ -337,6 +269,10 @@ class Runner(abc.ABC):
     @abc.abstractmethod
     def remove_tree(self, path):
         """Remove ``path`` recursively on the node (no error if it is missing)."""
+
+    def unreachable(self, timeout=3.0):
+        """Why the node cannot be reached now, or None (this machine, or a node that answers)."""
+        return None
 
     def close(self):
         """Release connections.

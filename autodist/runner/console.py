@@ -23,14 +23,17 @@ Python's ``WARNING:tensorflow:...``) are not chatter, except the warning
 TensorFlow 2.21 logs when it cleans up a finished step's rendezvous
 (``Local rendezvous is aborting with status: ABORTED: Cleanup ...``), which
 says nothing about the job. ``verbose`` shows everything.
+
+And the chief's own lines stay whole while it relays the others' (``WholeLines``).
 """
 import importlib
 import os
 import re
 import sys
 import tempfile
+import threading
 
-__all__ = ["is_chatter", "NodeConsole", "quiet_tensorflow_start", "import_quietly"]
+__all__ = ["is_chatter", "NodeConsole", "quiet_tensorflow_start", "import_quietly", "WholeLines"]
 
 # glog's prefix: severity, date (month, day), time (absl's seconds may run long), thread, file:line]
 _GLOG = re.compile(r"^(?P<severity>[IWEF])\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ \S+:\d+\] ")
@@ -110,3 +113,71 @@ def import_quietly(name):
             if kept:
                 sys.stderr.write("\n".join(kept) + "\n")
                 sys.stderr.flush()
+
+
+class WholeLines:
+    """A text stream that passes each thread's lines on whole.
+
+    ``print`` writes its text and its newline in two calls; when another
+    thread (the chief's relay of the other nodes' lines) writes in between,
+    the two lines run together (``loss=0.31[127.0.0.2] loss=0.29``). While
+    the chief relays, its ``sys.stdout`` is one of these (``install``): a
+    thread's unfinished line waits until its newline, or until that thread
+    flushes. Everything else (``fileno``, ``isatty``, ``encoding`` ...) is the
+    wrapped stream's.
+
+    Its lock is held only around writes to the wrapped stream, never while
+    calling anything that takes another lock: the relay's ``write_line`` holds
+    ``runner.base``'s sink lock and the live progress line holds rich's locks while they
+    write here, so a lock of theirs taken in here would deadlock the two.
+    """
+
+    def __init__(self, stream):
+        self.stream = stream
+        self._partial = {}   # thread ident -> its unfinished line
+        self._lock = threading.Lock()
+
+    @classmethod
+    def install(cls):
+        """Make ``sys.stdout`` one, unless it is already; returns the one installed, or None."""
+        if isinstance(sys.stdout, cls) or sys.stdout is None:
+            return None
+        sys.stdout = cls(sys.stdout)
+        return sys.stdout
+
+    def uninstall(self):
+        """Give ``sys.stdout`` back (if it is still this) and write what is left of every thread's line:
+        the other threads' each on a line of its own, the calling thread's last, unfinished, for its
+        next write to finish."""
+        with self._lock:
+            if sys.stdout is self:
+                sys.stdout = self.stream
+            own = self._partial.pop(threading.get_ident(), "")
+            rest = "".join(line + "\n" for line in self._partial.values()) + own
+            self._partial = {}
+            try:
+                if rest:
+                    self.stream.write(rest)
+                self.stream.flush()
+            except (OSError, ValueError):   # the stream was closed under us: nothing can be shown anyway
+                pass
+
+    def write(self, text):
+        key = threading.get_ident()
+        with self._lock:
+            done, newline, rest = (self._partial.pop(key, "") + text).rpartition("\n")
+            if rest:
+                self._partial[key] = rest
+            if newline:
+                self.stream.write(done + newline)
+        return len(text)
+
+    def flush(self):
+        with self._lock:
+            partial = self._partial.pop(threading.get_ident(), "")
+            if partial:
+                self.stream.write(partial)
+            self.stream.flush()
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)

@@ -28,11 +28,9 @@ import time
 import paramiko
 
 from autodist.errors import LaunchError
-from autodist.runner.base import (CONNECTION_LOST, EventProcessHandle, OutputPump, Runner,
-                                  write_line)
+from autodist.runner.base import CONNECTION_LOST, EventProcessHandle, OutputPump, Runner, write_line
 from autodist.runner.hostkeys import DEFAULT_KNOWN_HOSTS, TrustPolicy, changed_key_error
-from autodist.runner.shell import (kill_command, makedirs_command, parse_pgid_line,
-                                   remote_command, remove_tree_command)
+from autodist.runner.shell import kill_command, makedirs_command, parse_pgid_line, remote_command, remove_tree_command
 
 __all__ = ["SSHRunner", "SSHProcessHandle"]
 
@@ -229,6 +227,17 @@ class SSHRunner(Runner):
             if hasattr(socket, name):
                 sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
         return sock
+
+    def unreachable(self, timeout=3.0):
+        """Why the node cannot be reached now (its sshd's port silent for ``timeout`` s), or None; a refused
+        connection is an answer: the machine and its network are up."""
+        try:
+            socket.create_connection((self.address, self.port), timeout=timeout).close()
+        except ConnectionRefusedError:
+            return None
+        except OSError as e:
+            return "no answer from {}:{} within {:g} s ({})".format(self.address, self.port, timeout, _reason(e))
+        return None
 
     def _open_client(self):
         _quiet_paramiko_logs()

@@ -8,6 +8,7 @@ ends":
     sys.exit(code) in ad.scope()   chief_exiting: an error status ends the job at once
     the chief's exit               _finish_at_exit: the teardown; a failed node's status
     a joined process's exit        _platform_exit: "done", or EXIT_RETRY after a peer's failure
+    the chief's last exit work     leave_if_stuck: a step still waiting on a failed node ends with its status
     any process's exit             close_at_exit: the session closed before TensorFlow unloads
 """
 import logging
@@ -17,12 +18,17 @@ import sys
 from autodist.errors import RemoteWorkerError
 from autodist.runtime.join.places import EXIT_RETRY
 from autodist.runtime.launch.member_server import note_exit
+from autodist.runtime.session.distributed import calls_in_flight
 
-__all__ = ["JobEnding", "close_at_exit", "leave_with"]
+__all__ = ["JobEnding", "close_at_exit", "leave_if_stuck", "leave_with"]
 
 
 class JobEnding:
-    """The end of a ``Job`` (module docstring); uses the job's coordinator, platform and progress line."""
+    """The end of a ``Job`` (module docstring); uses the job's coordinator, platform and progress line.
+
+    It sets the job's ``_node_failed`` when the job ended through another node's failure
+    (``leave_if_stuck`` reads it).
+    """
 
     def _platform_exit(self):
         """The end of a platform-started job's process: stopped by a peer's failure (retry status), or done."""
@@ -43,13 +49,17 @@ class JobEnding:
         coordinator, self._coordinator = self._coordinator, None
         if coordinator is None:
             return
-        if not abort:
-            coordinator.finish(timeout)
-            return
-        coordinator.abort(reason=reason)
-        failure = coordinator.failure()
-        if failure is not None:
-            raise failure
+        try:
+            if not abort:
+                coordinator.finish(timeout)
+                return
+            coordinator.abort(reason=reason)
+            failure = coordinator.failure()
+            if failure is not None:
+                raise failure
+        except RemoteWorkerError:
+            self._node_failed = True
+            raise
 
     def chief_exiting(self, code):
         """The script leaves ``scope()`` through ``sys.exit(code)``: an error status ends the job at once.
@@ -90,6 +100,7 @@ class JobEnding:
             coordinator.abort(reason="the chief's script was interrupted" if isinstance(error, KeyboardInterrupt)
                               else "the chief's script failed ({})".format(type(error).__name__))
             failure = coordinator.failure()
+            self._node_failed = failure is not None
             if isinstance(error, RemoteWorkerError) and failure is not None and self.attempt:
                 print("autodist: error: {}".format(failure), file=sys.stderr, flush=True)
                 leave_with(self.node_failure_status)   # another node failed: the supervisor restarts
@@ -97,8 +108,20 @@ class JobEnding:
         try:
             coordinator.finish()
         except RemoteWorkerError as e:
+            self._node_failed = True
             print("autodist: error: {}".format(e), file=sys.stderr, flush=True)
             leave_with(self.node_failure_status)
+
+
+def leave_if_stuck(job_ref):
+    """After another node failed, leave with the node-failure status while a step still waits for it.
+
+    A step waiting for a node behind a cut link (silence, no reset) may return during Python's
+    finalization, whose end of a daemon thread then aborts the process (134) instead.
+    """
+    job = job_ref()
+    if job is not None and job._node_failed and calls_in_flight():
+        leave_with(job.node_failure_status)
 
 
 def close_at_exit(job_ref):

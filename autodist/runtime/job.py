@@ -41,7 +41,7 @@ import weakref
 
 from autodist.errors import LaunchError, RemoteWorkerError, SessionError
 from autodist.runtime.context import JobContext
-from autodist.runtime.ending import JobEnding, close_at_exit
+from autodist.runtime.ending import JobEnding, close_at_exit, leave_if_stuck
 from autodist.runtime.launch.coordinator import Coordinator
 from autodist.runtime.elastic.attempt import ElasticAttempt
 from autodist.runtime.elastic.preemption import install_member_handler
@@ -54,6 +54,7 @@ from autodist.runtime.recovery.restart import NODE_FAILED, attempt_of
 from autodist.runtime.recovery.shrink import leave_out_unreachable, plan_change, restricted
 from autodist.runtime.watch.stall import DEFAULT_STALL_TIMEOUT, member_stall
 from autodist.runtime.watch.step_report import ReportWriter, StepMonitor
+from autodist.runtime.watch.straggler import start_link_views
 from autodist.runtime.watch.views import JobViews
 from autodist.runtime.launch.node import runner_factory, single_node_job
 from autodist.plan.strategy import Strategy
@@ -107,6 +108,7 @@ class Job(JobEnding):
         self._verbose = verbose
         self._progress_wanted = (progress, total_steps)
         self._progress = None
+        self._straggler = None   # the chief's StragglerWatch (False: none on this node)
         self._stall_timeout = stall_timeout
         self.worker_env = {}   # more environment for the other nodes' scripts, set before ``open``
         self.before_term = []  # callables run when SIGTERM reaches the chief, before the job stops
@@ -120,6 +122,7 @@ class Job(JobEnding):
         self._context = platform.context if platform is not None else context if context is not None else env_context
         self._parent = os.getppid()
         self._coordinator = None
+        self._node_failed = False   # the job ended through another node's failure (``ending.leave_if_stuck``)
         self._session = None
         self._session_args = None   # (JobContext, failure, on_interrupt) of the running job
         self._generation = 0
@@ -134,6 +137,7 @@ class Job(JobEnding):
         if platform is not None:   # its server, once every process of the job started its own
             platform.start({n.address: n for n in resource_spec.node_specs}[self._context.address])
             atexit.register(self._platform_exit)
+        atexit.register(leave_if_stuck, weakref.ref(self))   # the last exit work of the job
         atexit.register(close_at_exit, weakref.ref(self))   # after the job's own exit work (registered later)
         self.attempt = attempt_of(environ) if self._context is None else None   # a supervised new chief's number
         self.node_failure_status = NODE_FAILED if self.attempt else EXIT_NODE_FAILED
@@ -201,6 +205,9 @@ class Job(JobEnding):
         self._session = self._start(graph_item) if self._context is None else self._join(graph_item)
         for callback in self.on_session:
             callback(self._session, True)
+        if len(self._spec.node_specs) > 1 and self._straggler is None:   # each node meters its link
+            self._straggler = start_link_views(self._monitor, self._progress_sample if self._coordinator else None,
+                                               self._spec.chief) or False
         wanted, total_steps = self._progress_wanted
         if wanted and self.is_chief and self._progress is None:
             self._progress = Progress(self._progress_sample, self._spec.chief, total_steps).start()
@@ -218,6 +225,8 @@ class Job(JobEnding):
     def _stop_progress(self):
         if self._progress is not None:
             self._progress.stop()
+        if self._straggler:
+            self._straggler.stop()
 
     def _start(self, item):
         from autodist.runner import new_job_id

@@ -105,7 +105,7 @@ def test_quiet_tensorflow_start_leaves_stderr_clean():
 def test_a_relayed_line_never_lands_inside_a_line_the_chief_is_printing(monkeypatch):
     """print() writes its text and its newline in two calls; the relay's line comes after the whole line."""
     import threading
-    from autodist.runner.base import WholeLines
+    from autodist.runner.console import WholeLines
     out = io.StringIO()
     monkeypatch.setattr(sys, "stdout", out)
     installed = WholeLines.install()
@@ -123,7 +123,7 @@ def test_a_relayed_line_never_lands_inside_a_line_the_chief_is_printing(monkeypa
 
 
 def test_a_flushed_partial_line_is_shown_at_once(monkeypatch):
-    from autodist.runner.base import WholeLines
+    from autodist.runner.console import WholeLines
     out = io.StringIO()
     monkeypatch.setattr(sys, "stdout", out)
     installed = WholeLines.install()
@@ -138,7 +138,7 @@ def test_relayed_lines_and_prints_under_the_live_progress_line_never_deadlock(mo
     """The relay holds the sink lock and then rich's; a print under the live line holds rich's and then
     writes to the WholeLines below it: that must not take the sink lock (it deadlocked in review)."""
     import threading
-    from autodist.runner.base import WholeLines
+    from autodist.runner.console import WholeLines
     from autodist.runtime.watch.progress import Progress
 
     class Terminal(io.StringIO):

@@ -237,3 +237,23 @@ def test_a_host_that_sends_no_ssh_banner_gives_one_line_without_paramikos_traceb
     assert result.stderr.splitlines() == [line for line in result.stderr.splitlines()
                                           if line.startswith("autodist: error: ")], result.stderr
     assert "Error reading SSH protocol banner" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_node_that_answers_is_reachable_and_one_that_is_silent_is_not(sshd, monkeypatch):
+    with SSHRunner(sshd.host, sshd.config()) as runner:
+        assert runner.unreachable() is None   # its sshd answers
+    with SSHRunner(sshd.host, sshd.config(port=unused_port())) as runner:
+        assert runner.unreachable() is None   # refused: the machine and its network answer
+
+    def silent(address, timeout):
+        raise socket.timeout("timed out")
+    monkeypatch.setattr(socket, "create_connection", silent)
+    with SSHRunner(sshd.host, sshd.config()) as runner:
+        assert runner.unreachable(timeout=3.0) == "no answer from {}:{} within 3 s (TimeoutError: timed out)".format(
+            sshd.host, sshd.port)
+
+
+def unused_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.2", 0))
+        return s.getsockname()[1]

@@ -37,6 +37,8 @@ probe runs (the fastest run would describe an idle machine)::
     update rate          BIG / (assign_add of BIG on the chief - a step on the chief alone)
     local bandwidth      an in-process copy of BIG bytes (numpy)
     flops                a 512 x 512 matrix product of a variable on the chief's CPU (- the same)
+    link_bandwidth       every node's link rate, from slices of 1-64 MiB moved between every pair of
+                         nodes (``links``); the model scales the transports per node by it
 
 With one node the transports are in-process: latencies, ``ps_step_s`` and
 ``round_trip_s`` are 0 and bandwidths the local one. ``overlap`` is 1 with
@@ -50,9 +52,10 @@ import tempfile
 import time
 
 from autodist.strategies.cost.calibration import PROBE_VERSION, Calibration
+from autodist.runtime.calibrate.links import link_graph, measure_links, node_rates
 from autodist.runtime.calibrate.protocol import (COLLECTIVE_BYTES, MEASUREMENTS, MEMBER_TIMEOUT, PS_VARIABLES,
-                                               SPARSE_ROWS, SPARSE_WIDTH, TABLE_ROWS, protocol_graph, sparse_rows,
-                                               task_devices, time_protocol)
+                                               SPARSE_ROWS, SPARSE_WIDTH, STEPS, STEPS_OF, TABLE_ROWS,
+                                               protocol_graph, sparse_rows, task_devices, time_protocol)
 
 __all__ = ["probe", "BIG_BYTES", "SMALL_COUNT"]
 
@@ -136,11 +139,13 @@ def _timings(tf, target, config, devices, repeats):
     with graph.as_default():
         steps, protocol_initializers = protocol_graph(tf, devices)
         ops, initializers = _graph(tf, devices)
+        links, link_initializers = link_graph(tf, devices) if len(devices) > 1 else ({}, [])
     with tf.compat.v1.Session(target, graph=graph, config=config) as session:
-        session.run(initializers + protocol_initializers)
+        session.run(initializers + protocol_initializers + link_initializers)
         t = {key: _best_time(session, fetch, repeats) for key, fetch in ops.items()}
-        t.update({key: time_protocol(session, steps[key][0], repeats=repeats) for key in MEASUREMENTS
-                  if key in steps})
+        t.update({key: time_protocol(session, steps[key][0], STEPS_OF.get(key, STEPS), repeats=repeats)
+                  for key in MEASUREMENTS if key in steps})
+        t["links"] = measure_links(session, links, min(repeats, 3))
     return t
 
 
@@ -169,6 +174,9 @@ def _measure(tf, np, target, config, devices, repeats):
                  round_trip_s=max(t["ar_step"] - t["local"] - (n - 1) * found["collective_latency_s"], 0.0))
     found["sparse_update_bytes_per_s"] = _sparse_rate(t, found, n, 2.0 - found["rpc_duplex"])
     found["sparse_apply_bytes_per_s"] = _sparse_apply_rate(t, found, n)
+    rates = node_rates(t["links"], n)   # by device index; the rpc figures came from the last node to the chief
+    found["link_bandwidth"] = dict(enumerate(rates))
+    found["link_reference"] = {"rpc": t["links"][(0, n - 1)], "collective": min(rates)}
     return found
 
 
@@ -219,6 +227,9 @@ def _probe_job(spec, repeats, sink, tf, np, node_config, chief_cpus):
     try:
         config = node_config(chief_cpus, context.chief_task)
         config.operation_timeout_in_ms = int(MEMBER_TIMEOUT * 1e3)   # a node that never joins fails the step
-        return _measure(tf, np, context.target, config, task_devices(context)[0], repeats)
+        found = _measure(tf, np, context.target, config, task_devices(context)[0], repeats)
+        order = [context.chief_task] + [t for t in range(context.num_tasks) if t != context.chief_task]
+        found["link_bandwidth"] = {context.addresses[order[i]]: rate for i, rate in found["link_bandwidth"].items()}
+        return found
     finally:
         coordinator.finish(timeout=60.0)

@@ -52,10 +52,10 @@ from autodist.errors import LaunchError
 from autodist.runtime.launch.chief_signals import ChiefSignals
 from autodist.runtime.context import JobContext
 from autodist.runtime.launch.job_logs import LOG_BASE, JobLogs
-from autodist.runner.console import NodeConsole
+from autodist.runner.console import NodeConsole, WholeLines
 from autodist.runtime.notices import ANNOUNCE
 from autodist.runtime.watch.stall import job_stall
-from autodist.runner.base import WholeLines, write_line
+from autodist.runner.base import write_line
 from autodist.runtime.launch.node import (STRATEGY_FILE, await_ready, default_runner, describe_exit, host_port,
                                           python_for, runner_factory, stage_job_dir)
 from autodist.runtime.launch.server import READY, start_in_process
@@ -233,6 +233,11 @@ class Coordinator:
         if code is None:
             return None
         if handle.connection_lost:
+            runner = self._runners.get(handle.name)
+            problem = runner.unreachable() if runner is not None else None
+            if problem:   # a cut link or a machine that is gone, not a process that died
+                return handle.failure("is unreachable: {}; the connection to it was lost while its training script "
+                                      "ran (its process may still be running there)".format(problem))
             return handle.failure("failed: the connection to it was lost while its training script ran "
                                   "(exit code {})".format(code))
         if code == 0:
@@ -252,7 +257,9 @@ class Coordinator:
         """A ``StallError`` when a step has made no progress for the stall timeout (``runtime.watch.stall``)."""
         if self._stall_timeout is None or self._monitor is None:
             return None
-        return job_stall(self.job_id, self.spec.chief, self._monitor, self._workers, self._stall_timeout, self._sink)
+        runners = dict(self._runners)
+        return job_stall(self.job_id, self.spec.chief, self._monitor, self._workers, self._stall_timeout, self._sink,
+                         reach=lambda address: runners[address].unreachable() if address in runners else None)
 
     def _fail(self, error):
         with self._lock:

@@ -28,6 +28,7 @@ import queue
 import sys
 import threading
 import time
+import weakref
 
 import tensorflow as tf
 from tensorflow.python.client import session as tf_session
@@ -42,7 +43,7 @@ from autodist.runner.base import run_bounded, wait_until
 from autodist.runtime.session.run_plans import RunPlans, map_fetches
 from autodist.runtime.session.sync_ops import SyncIndex
 
-__all__ = ["DistributedSession", "FetchMapper", "WatchedCaller", "await_failure", "flatten_fetches", "close_bounded",
+__all__ = ["DistributedSession", "FetchMapper", "WatchedCaller", "calls_in_flight", "await_failure", "flatten_fetches", "close_bounded",
            "PEER_ERROR_GRACE", "CLOSE_TIMEOUT", "CLOSE_GRACE"]
 
 PEER_ERROR_GRACE = 5.0
@@ -63,6 +64,14 @@ def await_failure(failure, error, grace=PEER_ERROR_GRACE, interval=0.1):
     return wait_until(failure, grace if isinstance(error, _PEER_ERRORS) else 0.0, interval)
 
 
+_CALLERS = weakref.WeakSet()   # every WatchedCaller of this process (``calls_in_flight``)
+
+
+def calls_in_flight():
+    """True while a call some ``WatchedCaller`` was given has not returned (one a failure left behind)."""
+    return any(caller.in_flight for caller in list(_CALLERS))
+
+
 class WatchedCaller:
     """Run calls on a daemon thread while this thread watches for a job failure.
 
@@ -81,6 +90,7 @@ class WatchedCaller:
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._serve, name="autodist-session-run", daemon=True)
         self._thread.start()
+        _CALLERS.add(self)
 
     @property
     def in_flight(self):

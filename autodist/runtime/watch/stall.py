@@ -32,7 +32,8 @@ when it should have, and the node gives up with a ``StallError`` naming the
 chief instead of waiting for it forever.
 """
 import time
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from autodist.errors import StallError
@@ -56,6 +57,7 @@ class NodeState:
     alive: bool = True
     tail: str = ""
     chief: bool = False
+    unreachable: str = ""   # why the node cannot be reached now (a cut link), "" when it answers or is not asked
 
 
 def _call(state, now):
@@ -105,12 +107,23 @@ def find_stall(states, now, timeout):
     return StallError(missing[0].address, "\n".join(lines), log_tail=missing[0].tail)
 
 
-def job_stall(job_id, chief, monitor, workers, timeout, sink=None):
-    """The stall of a running job, announced, or None: the chief's ``monitor`` and ``{address: handle}`` of the scripts."""
+def job_stall(job_id, chief, monitor, workers, timeout, sink=None, reach=None):
+    """The stall of a running job, announced, or None: the chief's ``monitor`` and ``{address: handle}`` of the scripts.
+
+    ``reach(address)`` (a runner's ``unreachable``) is asked, once a stall is
+    found, about each node that has gone silent: a node that cannot be reached
+    is reported so (a cut link), not as stopped or frozen.
+    """
     now = time.monotonic()
     states = [NodeState(chief, (now, monitor.snapshot()), chief=True)]
     states += [NodeState(a, h.report, h.poll() is None, h.tail(shown=True)) for a, h in sorted(workers.items())]
     error = find_stall(states, now, timeout)
+    silent = [s for s in states if not s.chief and s.alive and (s.report is None or now - s.report[0] >= QUIET_AFTER)]
+    if error is not None and reach is not None and silent:
+        with ThreadPoolExecutor(len(silent)) as pool:   # each answer is bounded by the runner's own timeout
+            problems = dict(zip((s.address for s in silent), pool.map(lambda s: reach(s.address), silent)))
+        states = [replace(s, unreachable=problems.get(s.address) or "") for s in states]
+        error = find_stall(states, now, timeout)
     if error is not None:
         notice(sink, "job {}: {}".format(job_id, error.report))
     return error
@@ -172,8 +185,10 @@ def _describe(state, call, step, missing):
     quiet = call[2]
     doing = "no report yet (its session may not be open)" if quiet is None else _doing(call)
     process = "process alive" if state.alive else "process gone"
+    if state.unreachable:
+        process = "unreachable: {} (its process may still be running there)".format(state.unreachable)
     if state.alive and quiet is not None and quiet >= QUIET_AFTER and not state.chief:
-        process += ", no report for {:.1f} s (stopped or frozen?)".format(quiet)
+        process += ", no report for {:.1f} s{}".format(quiet, "" if state.unreachable else " (stopped or frozen?)")
     text = "  {}: has not reached training step {}: {}, {}".format(_name(state), step, doing, process)
     tail = [line for line in state.tail.splitlines() if line.strip()][-_TAIL_LINES:]
     if tail:

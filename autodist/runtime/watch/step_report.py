@@ -53,6 +53,7 @@ class StepMonitor:
         self._started = None
         self._sync = False
         self._durations = collections.deque(maxlen=window)
+        self.meter = None   # a ``straggler.LinkMeter``: its counters go into the reports ("net")
 
     def started(self, sync=False):
         """A call begins; ``sync``: it waits for the other nodes (a training step)."""
@@ -84,6 +85,9 @@ class StepMonitor:
             report["done"] = True
         if self.leaving:
             report["leaving"] = self.leaving
+        net = self.meter.counters() if self.meter is not None else None
+        if net is not None:
+            report["net"] = net
         return report
 
 

@@ -29,7 +29,7 @@ __all__ = ["Calibration", "prior_calibration", "spec_key", "calibration_path", "
            "save_calibration", "read_calibration_file", "write_calibration_file", "JOB_CALIBRATION_FILE",
            "DEFAULT_CALIBRATION_DIR", "PRIOR_LATENCY_S", "PRIOR_FIXED_STEP_S", "PRIOR_ROUND_TRIP_S",
            "PRIOR_FLOPS", "PRIOR_GPU_FLOPS", "PRIOR_LOCAL_BANDWIDTH", "PRIOR_UPDATE_BYTES_PER_S",
-           "PRIOR_SPARSE_UPDATE_BYTES_PER_S", "PRIOR_PS_STEP_S", "PROBE_VERSION"]
+           "PRIOR_SPARSE_UPDATE_BYTES_PER_S", "PRIOR_PS_STEP_S", "PROBE_VERSION", "node_bandwidth"]
 
 #: Where the probe's results are cached (``~`` expanded when used).
 DEFAULT_CALIBRATION_DIR = os.path.join("~", ".autodist", "calibration")
@@ -49,9 +49,9 @@ PRIOR_UPDATE_BYTES_PER_S = 5e9
 #: A sparse accumulator merges rows by index (a copy per row, no vectorized add): ~10x slower.
 PRIOR_SPARSE_UPDATE_BYTES_PER_S = 5e8
 #: What the probe measures changed (2: the other nodes' clients host their servers, steps are
-#: callables, the one-float collective is a gather; 3: the sparse all-reduce's apply rate): caches
-#: of an older probe are probed again.
-PROBE_VERSION = 3
+#: callables, the one-float collective is a gather; 3: the sparse all-reduce's apply rate; 4: each node's
+#: link rate): caches of an older probe are probed again.
+PROBE_VERSION = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +75,11 @@ class Calibration:
     sparse_apply_bytes_per_s: float = PRIOR_SPARSE_UPDATE_BYTES_PER_S
     source: str = "prior"     # "prior" or "probe"
     probe_version: int = 0    # the probe that measured it (PROBE_VERSION); 0 for a prior
+    #: each node's link rate (bytes/s, by address; ``links``), and the link rate of the path each
+    #: transport's bandwidth was measured on (``{"rpc": ..., "collective": ...}``): the model scales a
+    #: transport per node by their ratio (``node_bandwidth``); empty: every node alike
+    link_bandwidth: dict = dataclasses.field(default_factory=dict)
+    link_reference: dict = dataclasses.field(default_factory=dict)
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -87,6 +92,8 @@ class Calibration:
     def rounded(self, digits=2):
         """The same constants to ``digits`` significant digits: a search over them ignores probe noise."""
         def keep(value):
+            if isinstance(value, dict):
+                return {key: keep(item) for key, item in value.items()}
             return float("{:.{}g}".format(value, digits)) if isinstance(value, float) else value
         return dataclasses.replace(self, **{f.name: keep(getattr(self, f.name)) for f in dataclasses.fields(self)})
 
@@ -94,6 +101,7 @@ class Calibration:
 def prior_calibration(spec):
     """Constants from the spec alone: ``network_bandwidth`` (slowest node) and the priors."""
     bandwidth = min(spec.network_bandwidth.values()) * 1e9 / 8
+    links = {address: float(gbits) * 1e9 / 8 for address, gbits in spec.network_bandwidth.items()}
     on_gpus = spec.num_gpus > 0
     return Calibration(rpc_latency_s=PRIOR_LATENCY_S, rpc_bandwidth=bandwidth, rpc_duplex=1.0,
                        collective_latency_s=PRIOR_LATENCY_S, collective_bandwidth=bandwidth,
@@ -101,7 +109,8 @@ def prior_calibration(spec):
                        sparse_update_bytes_per_s=PRIOR_SPARSE_UPDATE_BYTES_PER_S,
                        fixed_step_s=PRIOR_FIXED_STEP_S, round_trip_s=PRIOR_ROUND_TRIP_S, ps_step_s=PRIOR_PS_STEP_S,
                        overlap=1.0 if on_gpus else 0.0,
-                       flops=PRIOR_GPU_FLOPS if on_gpus else PRIOR_FLOPS, source="prior")
+                       flops=PRIOR_GPU_FLOPS if on_gpus else PRIOR_FLOPS, source="prior",
+                       link_bandwidth=links, link_reference={"rpc": bandwidth, "collective": bandwidth})
 
 
 def spec_key(spec):
@@ -142,3 +151,17 @@ def save_calibration(spec, calibration, directory=None):
     path = calibration_path(spec, directory)
     make_private_dirs(os.path.dirname(path))
     return write_calibration_file(path, calibration)
+
+
+def node_bandwidth(calibration, node, bandwidth, transport):
+    """``bandwidth`` of ``transport`` ("rpc" / "collective") as ``node``'s link carries it.
+
+    ``calibration.link_bandwidth[node]`` over the link rate of the path the
+    transport was measured on (``link_reference``, measured by ``runtime.calibrate.links``): 1 x when the links are
+    alike, or when the calibration has no link rates (an older probe).
+    """
+    links = calibration.link_bandwidth or {}
+    reference = (calibration.link_reference or {}).get(transport)
+    if node not in links or not reference:
+        return bandwidth
+    return bandwidth * links[node] / reference

@@ -14,6 +14,8 @@ The step of a synchronous plan is::
             round trip (round_trip_s); the longer of the two when a plan has both
     communication = max over nodes of the node's time on the wire and at work:
         per transport  (max(sent, received) + (1 - duplex) min(sent, received)) / bandwidth
+                       (the transport's bandwidth as the node's own link carries it: ``links``;
+                       a step's pulls and pushes are two such phases, one after the other)
                        + max(messages sent, messages received) * latency
         + bytes copied inside the node / local bandwidth
         + dense bytes its parameter servers aggregate / update rate
@@ -35,6 +37,7 @@ the bytes: 0).
 import dataclasses
 from typing import Dict, Optional
 
+from autodist.strategies.cost.calibration import node_bandwidth
 from autodist.strategies.cost.traffic import COLLECTIVE, RPC, step_traffic
 
 __all__ = ["BACKWARD_SHARE", "Compute", "Prediction", "node_comm_s", "predict", "exposed_comm_s", "fixed_step_s",
@@ -88,15 +91,22 @@ def node_comm_s(traffic, node, calibration):
     for transport, latency, bandwidth, duplex in (
             (RPC, calibration.rpc_latency_s, calibration.rpc_bandwidth, calibration.rpc_duplex),
             (COLLECTIVE, calibration.collective_latency_s, calibration.collective_bandwidth, 1.0)):
+        bandwidth = node_bandwidth(calibration, node, bandwidth, transport)   # the node's own link
         sent, sent_messages = traffic.sent(node, transport)
         received, received_messages = traffic.received(node, transport)
-        both_ways = max(sent, received) + (1.0 - duplex) * min(sent, received)
+        pulls = traffic.pulled(node) if transport == RPC else (0.0, 0.0)   # a phase of their own
+        both_ways = _both_ways(sent - pulls[0], received - pulls[1], duplex) + _both_ways(*pulls, duplex)
         seconds += both_ways / bandwidth + max(sent_messages, received_messages) * latency
     seconds += traffic.local_bytes(node) / calibration.local_bandwidth
     seconds += traffic.server_bytes.get(node, 0.0) / calibration.update_bytes_per_s
     seconds += traffic.sparse_server_bytes.get(node, 0.0) / calibration.sparse_update_bytes_per_s
     seconds += traffic.sparse_apply_bytes.get(node, 0.0) / calibration.sparse_apply_bytes_per_s
     return seconds
+
+
+def _both_ways(sent, received, duplex):
+    """Bytes' worth of time to send and receive at once: the larger, and the smaller as far as not duplex."""
+    return max(sent, received) + (1.0 - duplex) * min(sent, received)
 
 
 def exposed_comm_s(comm_s, compute_s, overlap):

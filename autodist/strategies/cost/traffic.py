@@ -9,7 +9,9 @@ replicas (the replicas in the plan's order, node-major)::
     PS on server node S         every node R sums its c replicas' gradients ((c - 1) M copied
                                 in R), pushes R -> S (M, 1 message); every replica pulls
                                 S -> R (M, 1 message); S aggregates M per node (sparse
-                                rows apart: a sparse accumulator merges them at its own rate)
+                                rows apart: a sparse accumulator merges them at its own rate).
+                                Pulls come before the step's compute, pushes after: a link
+                                carries them one after the other (``StepTraffic.pulled``)
     ... with a local proxy      a node R that keeps one (``kernel/.../proxy.py``: every node
                                 but a CPU node holding the piece) gets the whole piece once
                                 (P bytes, 1 message; a sparse piece too), written into the
@@ -94,9 +96,15 @@ class StepTraffic:
         self.sparse_apply_bytes: Dict[str, float] = {}    # node -> other replicas' rows its replicas apply
         self.waits: Dict[Tuple[str, str], int] = {}   # (reader, server node) -> pieces R waits on S for
         self._sent, self._received, self._local = {}, {}, {}
+        self._pulled = {}   # (node, 0: sent / 1: received) -> bytes of pulls (``pulled``)
 
-    def add(self, transport, src, dst, nbytes, messages=1):
+    def add(self, transport, src, dst, nbytes, messages=1, pull=False):
+        """``pull``: bytes a node reads from a server before its compute (a variable, a proxy, a relayed mean),
+        which cannot overlap the pushes after it (``pulled``)."""
         # the search calls this millions of times: no object is made for a link or total that exists
+        if pull and src != dst:
+            self._pulled[(src, 0)] = self._pulled.get((src, 0), 0.0) + nbytes
+            self._pulled[(dst, 1)] = self._pulled.get((dst, 1), 0.0) + nbytes
         key = (transport, src, dst)
         link = self.links.get(key)
         if link is None:
@@ -119,6 +127,13 @@ class StepTraffic:
 
     def received(self, node, transport):
         return tuple(self._received.get((node, transport), (0.0, 0)))
+
+    def pulled(self, node):
+        """``(bytes sent, bytes received)`` of ``node``'s RPC traffic that are pulls. A synchronous step pulls
+        before its compute and pushes after it: a node's link carries the two one after the other, each
+        both ways at once (a PS node on two nodes pulls M, then pushes M: 2 M; with the variables spread
+        over both, each link carries M/2 each way in each phase: M)."""
+        return self._pulled.get((node, 0), 0.0), self._pulled.get((node, 1), 0.0)
 
     def local_bytes(self, node):
         """Bytes copied inside ``node`` (a replica and a server, or two replicas, of one node)."""
@@ -205,10 +220,10 @@ def _ps(traffic, replicas, sync, message, scale, sparse, piece_bytes):
             traffic.add(RPC, node, node, scale * (count - 1) * message, scale * (count - 1))
         traffic.add(RPC, node, server, scale * message, scale)
         if sync.proxy and keeps_proxy(_first_replicas(replicas)[node], sync.destination):
-            traffic.add(RPC, server, node, scale * piece_bytes, scale)
+            traffic.add(RPC, server, node, scale * piece_bytes, scale, pull=True)
             traffic.add(RPC, node, node, scale * piece_bytes, scale)
             continue
-        traffic.add(RPC, server, node, scale * count * message, scale * count)
+        traffic.add(RPC, server, node, scale * count * message, scale * count, pull=True)
         if sync.sync and node != server and server in cpu:
             key = (node, server)
             traffic.waits[key] = traffic.waits.get(key, 0) + scale
@@ -244,7 +259,7 @@ def _relay(traffic, replicas, hub, message, scale, sparse):
             traffic.add(RPC, node, node, scale * (count - 1) * message, 0)
         if node != hub:
             traffic.add(RPC, node, hub, scale * count * message if sparse else scale * message, 0)
-            traffic.add(RPC, hub, node, scale * n * message if sparse else scale * message, 0)
+            traffic.add(RPC, hub, node, scale * n * message if sparse else scale * message, 0, pull=True)
         if sparse:   # every replica applies the others' rows
             traffic.sparse_apply_bytes[node] = traffic.sparse_apply_bytes.get(node, 0.0) + scale * count * (
                 n - 1) * message

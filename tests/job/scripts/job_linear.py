@@ -4,7 +4,7 @@
                               [--echo-env NAME ...] [--chief-pause-at K --chief-pause S]
                               [--chief-exit-at K --exit-code C [--loop-outside-scope]]
                               [--worker-fail-at-end [--fail-delay S]] [--worker-ignores-sigterm]
-                              [--stall-timeout S] [--chief-reads N]
+                              [--stall-timeout S] [--chief-reads N] [--ballast FLOATS]
 
 Every node takes its share of the global batch by ``ad.worker_index``, prints
 ``STEP <i>`` after each step and, at the end, ``RESULT <json>`` with its
@@ -22,7 +22,9 @@ fail an assertion after their RESULT line (``--fail-delay`` seconds later);
 ``--worker-ignores-sigterm`` makes them ignore SIGTERM, so that stopping the
 job takes the runner's whole grace period. ``--chief-reads N`` makes the chief
 read the weights N times after each step: session calls the other nodes do
-not make (a stall report must still see them at the same step).
+not make (a stall report must still see them at the same step). ``--ballast N``
+adds a variable of N floats whose gradient is zero: N * 4 bytes more per
+step on the wire, the weights unchanged (the straggler tests).
 """
 import argparse
 import json
@@ -55,7 +57,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("spec")
     parser.add_argument("--strategy", default="PS",
-                        choices=("PS", "PSLoadBalancing", "PartitionedPS", "AllReduce", "Parallax"))
+                        choices=("PS", "PSLoadBalancing", "PartitionedPS", "AllReduce", "Parallax", "AutoStrategy"))
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--sleep", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=0)
@@ -70,6 +72,7 @@ def main():
     parser.add_argument("--worker-ignores-sigterm", action="store_true")
     parser.add_argument("--stall-timeout", type=float, default=300.0)
     parser.add_argument("--chief-reads", type=int, default=0)
+    parser.add_argument("--ballast", type=int, default=0)
     args = parser.parse_args()
     tf1 = tf.compat.v1
     ad = autodist.AutoDist(args.spec, getattr(strategies, args.strategy)(), stall_timeout=args.stall_timeout)
@@ -83,7 +86,10 @@ def main():
         y = tf1.placeholder(tf.float32, [None, 1], name="y")
         w = tf1.get_variable("w", initializer=tf.constant([[0.5], [-0.3], [0.2]]))
         per_example = tf.square(tf.matmul(x, w) - y)[:, 0]
-        train = tf1.train.GradientDescentOptimizer(LR).minimize(tf.reduce_mean(per_example))
+        total = tf.reduce_mean(per_example)
+        if args.ballast:
+            total += 0.0 * tf.reduce_sum(tf1.get_variable("ballast", initializer=tf.zeros([args.ballast])))
+        train = tf1.train.GradientDescentOptimizer(LR).minimize(total)
         sess = ad.create_distributed_session()
         if not args.loop_outside_scope:
             losses = train_loop(ad, sess, args, (train, per_example, w), {x: x_all[rows], y: y_all[rows]})

@@ -1,4 +1,5 @@
 """Stall reports: who held a step up, found from the nodes' reports (no processes), and by the coordinator."""
+import io
 import os
 import threading
 import time
@@ -135,3 +136,39 @@ def test_the_coordinator_fails_a_job_whose_node_stops_reporting(tmp_path):
     finally:
         coordinator.abort()
     assert not os.path.exists(os.path.join(str(tmp_path), "job-" + coordinator.job_id))
+
+
+class _Handle:
+    """What ``job_stall`` reads of a launched node's process: its last report, whether it runs, its log."""
+
+    def __init__(self, report):
+        self.report = report
+
+    def poll(self):
+        return None
+
+    def tail(self, shown=False):
+        return "step 11 loss 0.42"
+
+
+def test_a_silent_node_that_cannot_be_reached_is_reported_unreachable_not_frozen():
+    from autodist.runtime.watch.stall import job_stall
+    monitor = StepMonitor()
+    monitor.steps = monitor.synced = 11
+    monitor.started(sync=True)
+    monitor._started -= 12.0   # the chief has waited 12 s in its step 12
+    silent = _Handle((time.monotonic() - 12.0, {"steps": 11, "sync": 11, "in_sync": False, "busy": 0.0}))
+    asked = []
+
+    def reach(address):
+        asked.append(address)
+        return "no answer from {}:22 within 3 s (TimeoutError: timed out)".format(address)
+    error = job_stall("j", "10.0.0.1", monitor, {"10.0.0.2": silent}, 10.0, sink=io.StringIO(), reach=reach)
+    assert asked == ["10.0.0.2"] and error.host == "10.0.0.2"
+    assert ("10.0.0.2: has not reached training step 12: last completed step 11, not in a session call, unreachable: "
+            "no answer from 10.0.0.2:22 within 3 s (TimeoutError: timed out) (its process may still be running "
+            "there), no report for 12.0 s") in str(error)
+    assert "stopped or frozen" not in str(error)
+    plain = job_stall("j", "10.0.0.1", monitor, {"10.0.0.2": silent}, 10.0, sink=io.StringIO(),
+                      reach=lambda address: None)   # it answers: stopped or frozen, as before
+    assert "process alive, no report for 12.0 s (stopped or frozen?)" in str(plain)

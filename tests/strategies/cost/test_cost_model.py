@@ -132,20 +132,22 @@ def test_prediction_of_a_ps_plan_by_hand():
     strategy = PS().build_from_variables([w], spec)
     calibration = _calibration()
     traffic = step_traffic(strategy, [w])
-    # A: 4000 B each way at 1000 B/s + 1 message x 0.01 s; 8000 local B at 8000 B/s; 8000 B aggregated at 8000 B/s
-    assert node_comm_s(traffic, A, calibration) == pytest.approx(4.01 + 1.0 + 1.0)
-    assert node_comm_s(traffic, B, calibration) == pytest.approx(4.01)
+    # A: 4000 B pulled by B, then 4000 B pushed by B (a step pulls before its compute and pushes after: two
+    # phases on the link, each at 1000 B/s) + 1 message x 0.01 s; 8000 local B at 8000 B/s; 8000 B aggregated
+    assert traffic.pulled(A) == (4000.0, 0.0) and traffic.pulled(B) == (0.0, 4000.0)
+    assert node_comm_s(traffic, A, calibration) == pytest.approx(8.01 + 1.0 + 1.0)
+    assert node_comm_s(traffic, B, calibration) == pytest.approx(8.01)
     prediction = predict(strategy, [w], Compute(3.0), calibration)
     # backprop 2 s x overlap 0.5 hides 1 s; fixed = 0.5 + the PS protocol's exchange (pull, push, token) 0.3;
     # B's reads of W wait for A's compute (3 s): A's replica is a CPU device; the wait hides under
-    # the exposed communication (5.01 s)
+    # the exposed communication (9.01 s)
     assert traffic.exchanges() == (RPC,)
     assert prediction.bottleneck == A
     assert prediction.wait_s == 3.0
-    assert prediction.step_s == pytest.approx(3 + 0.8 + 5.01)
-    assert prediction.comm_share == pytest.approx(5.01 / 8.81)
+    assert prediction.step_s == pytest.approx(3 + 0.8 + 9.01)
+    assert prediction.comm_share == pytest.approx(9.01 / 12.81)
     data = prediction.to_dict()
-    assert data["predicted_step_ms"] == pytest.approx(8810.0) and data["fixed_ms"] == 800.0
+    assert data["predicted_step_ms"] == pytest.approx(12810.0) and data["fixed_ms"] == 800.0
     assert data["wait_ms"] == 3000.0
     longer = predict(strategy, [w], Compute(9.0), calibration)   # a wait of 9 s: the communication hides under it
     assert longer.wait_s == 9.0 and longer.step_s == pytest.approx(9 + 0.8 + 9.0)
@@ -183,12 +185,26 @@ def test_a_proxy_pulls_the_whole_piece_once_per_node_and_copies_it():
 
 
 def test_half_duplex_sends_and_receives_in_turn():
+    w, v = _var("W", [1000]), _var("V", [1000])   # 4000 B each, W on A's server, V on B's
+    entries = [variable_entry(w.name, "W", [PSEntry(A + ":CPU:0", sync=True)]),
+               variable_entry(v.name, "V", [PSEntry(B + ":CPU:0", sync=True)])]
+    traffic = step_traffic(_strategy(entries, [A + ":CPU:0", B + ":CPU:0"]), [w, v])
+    # pulls: B gets W while A gets V (4000 B each way at once), then pushes likewise: 4 + 4 s both ways at
+    # once, 8 + 8 s in turn, 6 + 6 s half way; + 2 messages x 0.01 s; V's local pull and push (8000 B at
+    # 8000 B/s) and its two pushes aggregated (8000 B at 8000 B/s)
+    assert traffic.pulled(B) == (4000.0, 4000.0)
+    assert node_comm_s(traffic, B, _calibration(rpc_duplex=1.0)) == pytest.approx(8.02 + 2.0)
+    assert node_comm_s(traffic, B, _calibration(rpc_duplex=0.0)) == pytest.approx(16.02 + 2.0)
+    assert node_comm_s(traffic, B, _calibration(rpc_duplex=0.5)) == pytest.approx(12.02 + 2.0)
+
+
+def test_a_step_pulls_then_pushes_so_one_node_cannot_overlap_them():
     spec = _spec_from([(A, (), (0,)), (B, (), (0,))])
     w = _var("W", [1000])
     traffic = step_traffic(PS().build_from_variables([w], spec), [w])
-    # B sends 4000 and receives 4000 B: 4 s both ways at once, 8 s in turn, 6 s half way; + 1 message x 0.01 s
-    assert node_comm_s(traffic, B, _calibration(rpc_duplex=0.0)) == pytest.approx(8.01)
-    assert node_comm_s(traffic, B, _calibration(rpc_duplex=0.5)) == pytest.approx(6.01)
+    # B receives its pull (4000 B), then sends its push (4000 B): 8 s however duplex its link is
+    for duplex in (0.0, 0.5, 1.0):
+        assert node_comm_s(traffic, B, _calibration(rpc_duplex=duplex)) == pytest.approx(8.01)
 
 
 def test_one_node_prediction_is_deterministic_and_counts_local_copies():
@@ -236,8 +252,9 @@ def test_sparse_rows_on_a_parameter_server_are_merged_at_the_sparse_rate():
     entry = variable_entry(emb.name, "emb", [PSEntry(B + ":CPU:0", sync=True)])
     traffic = step_traffic(_strategy([entry], [A + ":CPU:0", B + ":CPU:0"]), [emb], {emb.name: 10})
     assert traffic.sparse_server_bytes == {B: 480.0} and traffic.server_bytes == {}
-    # B: 240 B each way at 1000 B/s + 1 message x 0.01 s; 240 B local push and pull at 8000 B/s; 480 B at 800 B/s
-    assert node_comm_s(traffic, B, _calibration()) == pytest.approx(0.24 + 0.01 + 480 / 8000 + 480 / 800)
+    # B: 240 B pulled, then 240 B pushed, at 1000 B/s + 1 message x 0.01 s; 240 B local push and pull at
+    # 8000 B/s; 480 B at 800 B/s
+    assert node_comm_s(traffic, B, _calibration()) == pytest.approx(0.48 + 0.01 + 480 / 8000 + 480 / 800)
 
 
 def test_a_mixed_plan_on_two_nodes_relays_its_all_reduce_through_the_chief():

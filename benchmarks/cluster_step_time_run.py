@@ -1,0 +1,126 @@
+"""One run of one configuration on an emulated cluster (``autodist cluster``): its processes, its counters.
+
+    result = run_on_cluster(cluster, "mlp", "AllReduce", args)
+    # {"ms": [...worker 0's timed steps...], "cpu_s": ..., "node_bytes": {address: [rx, tx]}, "loss": ..., "notes": []}
+
+The processes are ``step_time.py --role ...`` (``step_time_roles``: the same
+roles, protocol and models as on loopback), each started inside its node's
+namespace (``ip netns exec``) and pinned to its node's core (``ProcessTable``);
+autodist's chief starts the other node itself, over SSH with the cluster's
+spec (whose ``cores`` pin it). Between worker 0's ``ready`` and ``done`` the
+harness reads every node's interface counters (bytes in and out of eth0:
+everything that crossed its link) and the CPU time of every process in the
+cluster's namespaces (the training processes and the sshd sessions carrying
+the other node's output). Every process of the run is stopped by pid at the
+end; what runs on the other node ends with the chief's job (and the cluster's
+``down`` stops whatever is left in its namespaces).
+"""
+import json
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+from step_time_models import MODELS
+from step_time_procs import ProcessTable, cpu_seconds
+from step_time_run import (FINISH, KERAS_ADAM, PACK_25MIB, VARIANTS, _reporter_sink, _ignore, _stop_uninterrupted,
+                           _tell, await_event, child_env)
+
+__all__ = ["run_on_cluster", "node_bytes", "namespace_pids", "COMPUTE"]
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+SCRIPT = os.path.join(HERE, "step_time.py")
+COMPUTE = "compute"      # one replica's step alone (per-worker batch, one core): the lower bound's compute
+_PORTS = (23400, 23401)   # the baselines' TensorFlow ports (each node's own network stack: nothing else there)
+
+
+def node_bytes(names, count):
+    """``{address: [bytes received, bytes sent]}`` of every node's link (its eth0) so far."""
+    found = {}
+    for index in range(count):
+        out = subprocess.run(["ip", "-n", names.namespace(index), "-s", "-j", "link", "show", names.node_link],
+                             capture_output=True, text=True, timeout=30, check=True).stdout
+        stats = json.loads(out)[0]["stats64"]
+        found[names.address(index)] = [stats["rx"]["bytes"], stats["tx"]["bytes"]]
+    return found
+
+
+def namespace_pids(names, count):
+    pids = []
+    for index in range(count):
+        out = subprocess.run(["ip", "netns", "pids", names.namespace(index)], capture_output=True, text=True,
+                             timeout=30).stdout
+        pids += [int(p) for p in out.split()]
+    return pids
+
+
+def _launches(cluster, config):
+    """``[(name, role argv, node, reporter)]`` in start order (worker 0 last)."""
+    if config == COMPUTE:
+        return [("compute", ["single", "--workers", "1"], 0, True)]
+    addresses = [cluster.names.address(i) for i in range(cluster.nodes)]
+    if config in ("hand_ps", "mwms", "mwms_25mib"):
+        workers = ["{}:{}".format(a, _PORTS[1]) for a in addresses]
+        if config == "hand_ps":
+            cluster_json = json.dumps({"ps": ["{}:{}".format(addresses[0], _PORTS[0])], "worker": workers})
+            first = [("ps", ["hand_ps", "--task", "ps", "--cluster", cluster_json], 0, False)]
+            role = ["hand_ps"]
+        else:
+            cluster_json = json.dumps({"worker": workers})
+            first = []
+            role = ["mwms", "--pack", str(PACK_25MIB if config == "mwms_25mib" else 0)]
+        return first + [("worker{}".format(k), role + ["--task", str(k), "--cluster", cluster_json], k, k == 0)
+                        for k in reversed(range(cluster.nodes))]
+    builder, arguments = VARIANTS.get(config, (KERAS_ADAM.get(config, config), {}))
+    role = ["autodist", "--builder", builder, "--builder-args", json.dumps(arguments), "--spec", cluster.spec]
+    if config in KERAS_ADAM:
+        role += ["--optimizer", "keras_adam"]
+    return [("chief", role, 0, True)]
+
+
+def _measure(cluster, table, events, reporter, release, timeout):
+    deadline = time.monotonic() + timeout
+    await_event(table, events, "ready", deadline, timeout, starting=True)
+    pids = namespace_pids(cluster.names, cluster.nodes)
+    cpu_before, bytes_before = {p: cpu_seconds(p) for p in pids}, node_bytes(cluster.names, cluster.nodes)
+    _tell(reporter, "go")
+    done = await_event(table, events, "done", deadline, timeout, starting=False)
+    bytes_after = node_bytes(cluster.names, cluster.nodes)
+    pids = namespace_pids(cluster.names, cluster.nodes)
+    cpu = sum(cpu_seconds(p) - cpu_before.get(p, 0.0) for p in pids)
+    with open(release, "w"):
+        pass
+    _tell(reporter, "end")
+    moved = {a: [after - before for after, before in zip(bytes_after[a], bytes_before[a])] for a in bytes_after}
+    return {"ms": done["ms"], "cpu_s": cpu, "node_bytes": moved, "loss": done.get("loss")}
+
+
+def run_on_cluster(cluster, model, config, args):
+    """One run of ``config`` on ``model`` in ``cluster``'s namespaces (module docstring); RunFailed if no timings."""
+    table = ProcessTable(args.cores, cluster.nodes, args.pin)
+    events = queue.Queue()
+    workdir = tempfile.mkdtemp(prefix="cluster-step-time-")
+    release = os.path.join(workdir, "release")
+    steps = args.steps or MODELS[model].steps
+    common = ["--model", model, "--warmup", str(args.warmup), "--steps", str(steps), "--timeout", str(args.timeout),
+              "--release", release]
+    env = child_env(args, config)
+    try:
+        reporter = None
+        for name, role, node, reports in _launches(cluster, config):
+            argv = ["ip", "netns", "exec", cluster.names.namespace(node), sys.executable, SCRIPT, "--role"] + \
+                role[:1] + common + role[1:]
+            proc = table.start(name, argv, node, node, env, REPO, reports, _reporter_sink(events) if reports else _ignore)
+            reporter = proc if reports else reporter
+        result = _measure(cluster, table, events, reporter, release, args.timeout)
+        codes = table.wait_started(FINISH)
+        result["notes"] = ["{} exited with {} after the timed steps".format(name, code)
+                           for name, code in codes.items() if code != 0]
+        return result
+    finally:
+        _stop_uninterrupted(table)
+        shutil.rmtree(workdir, ignore_errors=True)
