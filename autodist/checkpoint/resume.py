@@ -36,7 +36,7 @@ Saves are atomic where it matters: TensorFlow writes a checkpoint's files
 under a new prefix (``model.ckpt-<step>``), then replaces the ``checkpoint``
 state file (write to a temporary, rename). A process killed while saving
 leaves the state naming the previous complete checkpoint, which is what the
-next attempt restores (``tests/checkpoint/test_resume_atomic.py`` kills a
+next attempt restores (``tests/checkpoint/test_resume_api.py`` kills a
 saving process). A save at the step saved last is skipped, so a prefix is
 never written twice.
 """

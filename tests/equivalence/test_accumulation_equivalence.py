@@ -6,7 +6,7 @@ node with two replicas and on two loopback nodes, through ``sess.run``; through
 every micro-step and the final variables on every node equal one device
 training on the concatenated micro-batches (``eq_accumulation``). k = 1 is the
 main matrix (``test_equivalence.py``). Keras ``fit`` with accumulation is in
-``test_keras_fit_equivalence.py`` (two nodes) and ``tests/runtime/test_keras_fit.py``
+``test_keras_fit_equivalence.py`` (two nodes) and ``tests/runtime/keras/test_keras_fit.py``
 (one node).
 """
 import functools
