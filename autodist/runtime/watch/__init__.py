@@ -6,6 +6,8 @@
     timeline       traced steps of every node, merged on the chief (Chrome trace)
     summaries      TensorBoard scalars of a job and graphs of a plan
     views          a node's tracer and scalar log, kept across reopened sessions
+    straggler      interface counters per node, and the node whose link holds every step up
+    ticker         the one loop of the watch's threads: a function every few seconds until stopped
 
 Modules are imported by path; importing the package imports nothing.
 """

@@ -29,10 +29,10 @@ job instead of waiting for it (``autodist.runtime.launch.coordinator``).
 import collections
 import os
 import statistics
-import threading
 import time
 
 from autodist.runner.frames import encode_report
+from autodist.runtime.watch.ticker import Ticker
 
 __all__ = ["StepMonitor", "ReportWriter", "script_done", "waiting_for_chief", "REPORT_INTERVAL", "WAIT_FOR_CHIEF"]
 
@@ -97,23 +97,20 @@ class ReportWriter:
     def __init__(self, monitor, fd=1, interval=REPORT_INTERVAL):
         self._monitor = monitor
         self._fd = fd
-        self._interval = interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="autodist-step-report", daemon=True)
+        self._ticker = Ticker("autodist-step-report", interval, self._write)
 
     def start(self):
-        self._thread.start()
+        self._ticker.start()
         return self
 
     def stop(self):
-        self._stop.set()
+        self._ticker.stop()
 
-    def _run(self):
-        while not self._stop.wait(self._interval):
-            try:
-                os.write(self._fd, encode_report(self._monitor.snapshot()))
-            except OSError:   # the chief stopped reading: nobody to report to
-                return
+    def _write(self):
+        try:
+            os.write(self._fd, encode_report(self._monitor.snapshot()))
+        except OSError:   # the chief stopped reading: nobody to report to
+            return False
 
 
 def script_done(report):

@@ -26,10 +26,10 @@ named. Nothing here changes the job: it keeps running, and the line is
 repeated only when the straggler changes or every REPEAT_S.
 """
 import collections
-import threading
 import time
 
 from autodist.runtime.notices import notice
+from autodist.runtime.watch.ticker import Ticker
 
 __all__ = ["LinkMeter", "StragglerWatch", "start_link_views", "interface_counters", "link_shares", "describe_straggler",
            "SAMPLE_S", "PEAK_S", "WINDOW_S", "MIN_SHARE", "LEAD", "REPEAT_S"]
@@ -65,20 +65,18 @@ class LinkMeter:
 
     def __init__(self, read=interface_counters, sample_s=SAMPLE_S, peak_s=PEAK_S):
         self._read = read
-        self._sample_s = sample_s
         self._history = collections.deque(maxlen=max(2, int(round(peak_s / sample_s)) + 1))
         self._peak = [0.0, 0.0]
         self._last = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="autodist-link-meter", daemon=True)
+        self._ticker = Ticker("autodist-link-meter", sample_s, self.sample)
 
     def start(self):
         if self._read() is not None:   # no counters here (not Linux): nothing to report
-            self._thread.start()
+            self._ticker.start()
         return self
 
     def stop(self):
-        self._stop.set()
+        self._ticker.stop()
 
     def sample(self, now=None):
         """Take one reading (the thread does, every ``SAMPLE_S``)."""
@@ -92,10 +90,6 @@ class LinkMeter:
         if now - first_t > 0 and len(self._history) == self._history.maxlen:
             for i in (0, 1):
                 self._peak[i] = max(self._peak[i], (found[i] - first[i]) / (now - first_t))
-
-    def _run(self):
-        while not self._stop.wait(self._sample_s):
-            self.sample()
 
     def counters(self):
         """``[rx bytes, tx bytes, rx peak B/s, tx peak B/s]``, or None before the first reading."""
@@ -155,24 +149,21 @@ class StragglerWatch:
         self._chief = chief
         self._say = say or (lambda line: notice(None, line))
         self._window_s = window_s
-        self._interval = interval
         self._points = collections.deque()
         self._named = (None, 0.0)   # (node, when)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="autodist-straggler-watch", daemon=True)
+        self._ticker = Ticker("autodist-straggler-watch", interval, self._tick)
 
     def start(self):
-        self._thread.start()
+        self._ticker.start()
         return self
 
     def stop(self):
-        self._stop.set()
+        self._ticker.stop()
 
-    def _run(self):
-        while not self._stop.wait(self._interval):
-            line = self.check()
-            if line is not None:
-                self._say(line)
+    def _tick(self):
+        line = self.check()
+        if line is not None:
+            self._say(line)
 
     def check(self, now=None):
         """Add a sample; the line to print now, or None."""
