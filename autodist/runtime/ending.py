@@ -32,7 +32,7 @@ class JobEnding:
 
     def _platform_exit(self):
         """The end of a platform-started job's process: stopped by a peer's failure (retry status), or done."""
-        self._stop_progress()
+        self._stop_watches()
         failure = self._platform.failure()
         if failure is None:
             self._platform.finish()
@@ -45,7 +45,7 @@ class JobEnding:
         other nodes' scripts (``abort``: stop them now, announcing ``reason``), stop every process of
         the job, remove its directories, and raise the first ``RemoteWorkerError``. A no-op on other
         nodes and when done already."""
-        self._stop_progress()
+        self._stop_watches()
         coordinator, self._coordinator = self._coordinator, None
         if coordinator is None:
             return
@@ -91,7 +91,7 @@ class JobEnding:
         uncaught ``RemoteWorkerError``, so that the supervisor restarts the
         job). That is the only way Python leaves.
         """
-        self._stop_progress()
+        self._stop_watches()
         coordinator, self._coordinator = self._coordinator, None
         if coordinator is None:
             return

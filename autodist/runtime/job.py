@@ -211,7 +211,7 @@ class Job(JobEnding):
         wanted, total_steps = self._progress_wanted
         if wanted and self.is_chief and self._progress is None:
             self._progress = Progress(self._progress_sample, self._spec.chief, total_steps).start()
-            atexit.register(self._stop_progress)
+            atexit.register(self._stop_watches)
         return self._session
 
     def _progress_sample(self):
@@ -222,11 +222,15 @@ class Job(JobEnding):
                             if role == "worker" and handle.report is not None})
         return samples
 
-    def _stop_progress(self):
+    def _stop_watches(self):
+        """The progress line, the straggler watch and the link meter end with the job (not the report writer: the
+        chief reads from it that this node's script has ended)."""
         if self._progress is not None:
             self._progress.stop()
         if self._straggler:
             self._straggler.stop()
+        if self._monitor.meter is not None:
+            self._monitor.meter.stop()
 
     def _start(self, item):
         from autodist.runner import new_job_id

@@ -80,6 +80,7 @@ class WatchedCaller:
     The caller's thread therefore only waits, checking ``failure()`` twice a
     second, and raises the failure as soon as there is one; the stuck call is
     left on its daemon thread, which does not keep the process alive.
+    ``close()`` ends the thread after its last call (use ``with`` for one call).
     """
 
     def __init__(self, failure, interval=0.5):
@@ -99,7 +100,10 @@ class WatchedCaller:
 
     def _serve(self):
         while True:
-            fn, box, done = self._calls.get()
+            item = self._calls.get()
+            if item is None:   # closed
+                return
+            fn, box, done = item
             try:
                 box.append((True, fn()))
             except BaseException as e:  # handed back to the waiting thread
@@ -107,6 +111,16 @@ class WatchedCaller:
             with self._lock:
                 self._pending -= 1
             done.set()
+
+    def close(self):
+        """No more calls: the thread ends once the call it runs (if any) returns."""
+        self._calls.put(None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
     def __call__(self, fn):
         box, done = [], threading.Event()
@@ -300,6 +314,8 @@ class DistributedSession(tf_session.SessionInterface):
         self._closed = True
         troubled = self._interrupted or self._failure() is not None or (
             self._caller is not None and self._caller.in_flight)
+        if self._caller is not None:
+            self._caller.close()
         close_bounded(self._session, troubled)
 
     def __enter__(self):

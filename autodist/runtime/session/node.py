@@ -86,7 +86,8 @@ def run_init(session, ops, context, failure, init_timeout):
         return found if found is not None or time.monotonic() < deadline else late
     try:
         try:
-            WatchedCaller(watch)(lambda: [session.run(op, options=options) for op in ops])
+            with WatchedCaller(watch) as caller:
+                caller(lambda: [session.run(op, options=options) for op in ops])
         except BaseException:
             close_bounded(session, troubled=True)
             raise

@@ -61,14 +61,17 @@ def interface_counters(path="/proc/net/dev"):
 
 
 class LinkMeter:
-    """A daemon thread reading the interface counters every ``SAMPLE_S``; ``counters()`` for the report."""
+    """A daemon thread reading the interface counters every ``SAMPLE_S``; ``counters()`` for the report.
 
-    def __init__(self, read=interface_counters, sample_s=SAMPLE_S, peak_s=PEAK_S):
+    It ends with ``stop()`` or once ``owner`` (weakly held: the job's monitor) is gone.
+    """
+
+    def __init__(self, read=interface_counters, sample_s=SAMPLE_S, peak_s=PEAK_S, owner=None):
         self._read = read
         self._history = collections.deque(maxlen=max(2, int(round(peak_s / sample_s)) + 1))
         self._peak = [0.0, 0.0]
         self._last = None
-        self._ticker = Ticker("autodist-link-meter", sample_s, self.sample)
+        self._ticker = Ticker("autodist-link-meter", sample_s, self.sample, owner=owner)
 
     def start(self):
         if self._read() is not None:   # no counters here (not Linux): nothing to report
@@ -195,5 +198,5 @@ def start_link_views(monitor, sample=None, chief=None):
     Returns the chief's ``StragglerWatch`` (stop it when the job ends), or None.
     """
     if monitor.meter is None:
-        monitor.meter = LinkMeter().start()
+        monitor.meter = LinkMeter(owner=monitor).start()   # also ends when the monitor (its job) is gone
     return StragglerWatch(sample, chief).start() if sample is not None else None

@@ -220,6 +220,7 @@ def read_node_file(target, task, path, deadline, interval=0.2):
             except tf.errors.OpError:   # the node is gone (its failure is the job's to report)
                 return None
     finally:
+        caller.close()
         close_bounded(session, troubled=caller.in_flight)
 
 

@@ -279,6 +279,14 @@ def test_watched_caller_returns_raises_and_stops_waiting_on_a_failure():
     assert wait_until(lambda: not caller.in_flight, 5)
 
 
+
+def test_a_closed_watched_caller_ends_its_thread_after_its_last_call():
+    with WatchedCaller(lambda: None, interval=0.05) as caller:
+        assert caller(lambda: 7) == 7
+    caller._thread.join(5)
+    assert not caller._thread.is_alive()
+
+
 class _StuckClose:
     """A session whose close never returns, as TensorFlow's can after a node is gone."""
 

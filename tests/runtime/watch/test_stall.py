@@ -1,6 +1,7 @@
 """Stall reports: who held a step up, found from the nodes' reports (no processes), and by the coordinator."""
 import io
 import os
+import sys
 import threading
 import time
 
@@ -99,6 +100,7 @@ def test_a_node_without_a_report_yet_is_named_when_the_chief_waits():
 
 
 def test_the_coordinator_fails_a_job_whose_node_stops_reporting(tmp_path):
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "launch"))
     from test_coordinator import Cluster, SPEC
     from autodist.runtime.launch.coordinator import Coordinator
     from autodist.runner import new_job_id

@@ -1,4 +1,5 @@
 """The watch's loop: ticks until stopped, or until a tick says it is done."""
+import gc
 import threading
 
 from autodist.runtime.watch.ticker import Ticker
@@ -25,3 +26,15 @@ def test_stop_ends_the_ticks():
     ticker.stop()
     ticker._thread.join(10)
     assert not ticker._thread.is_alive() and len(calls) <= 1
+
+
+def test_a_ticker_ends_once_its_owner_is_gone():
+    class Job:
+        pass
+
+    job, ticks = Job(), []
+    ticker = Ticker("test-ticker", 0.01, lambda: ticks.append(1), owner=job).start()
+    del job
+    gc.collect()
+    ticker._thread.join(10)
+    assert not ticker._thread.is_alive()
