@@ -35,7 +35,26 @@ def with_accumulation(strategy, graph_item, requested):
     steps = accumulation_of(requested, graph_item)
     if steps <= 1:   # builders plan every call
         return strategy
-    return assemble(strategy.node_config, strategy.graph_config.replicas, steps)
+    return assemble([_read_locally(node) for node in strategy.node_config], strategy.graph_config.replicas, steps)
+
+
+def _read_locally(node):
+    """``node`` with a local proxy for every synchronous parameter-server variable (and shard) of it.
+
+    Between two updates a synchronous variable does not change, so the k-1
+    micro-steps that only accumulate read the node-local copy, refreshed once
+    per update, instead of pulling the weights from the server every call: an
+    update then moves what one step without accumulation moves. Asynchronous
+    and stale variables keep reading the server (they see the other workers'
+    updates between their own).
+    """
+    node = type(node).FromString(node.SerializeToString())
+    for part in [node] + list(node.part_config):
+        if part.WhichOneof("synchronizer") == "PSSynchronizer":
+            ps = part.PSSynchronizer
+            if ps.sync and ps.staleness == 0:
+                ps.local_replication = True
+    return node
 
 
 def accumulation_of(requested, graph_item):

@@ -124,3 +124,26 @@ def test_a_half_gradient_is_synchronized_in_half_precision():
     graph = results[0].item.graph
     collectives = [op for op in graph.get_operations() if op.type.startswith("Collective") and "AllReduce" in op.name]
     assert collectives and {op.inputs[0].dtype for op in collectives} == {tf.float16}   # a gather, or a ring
+
+
+def _remote_ops(graph, root, task):
+    """The ops ``root`` depends on that are placed on another node than ``task`` (each one moves bytes)."""
+    return sorted({op.type for op in ancestors([graph.get_operation_by_name(root)])
+                   if "/task:" in op.device and "/task:{}/".format(task) not in op.device})
+
+
+@pytest.mark.parametrize("kind", ["ps", "stale"])
+def test_the_jobs_plan_lets_a_micro_step_read_synchronous_server_variables_on_its_own_node(kind):
+    """``AutoDist(accumulation_steps=k)``'s plan (``with_accumulation``) gives every synchronous server variable
+    a local proxy, refreshed once per update: a micro-step reads no weight from another node. A stale
+    variable keeps reading its server (it sees the other workers' updates between its own)."""
+    from autodist.runtime.strategy_handoff import with_accumulation
+    plain = transform_job(_model, _strategy(kind, K), 2)
+    planned = transform_job(_model, with_accumulation(_strategy(kind, 1), None, K), 2)
+    for task, (before, after) in enumerate(zip(plain, planned)):
+        micro = replica_prefix(0) + micro_step_name(after.original.train_op_names[0])
+        assert _remote_ops(before.item.graph, micro, task) != []   # without proxies it pulls the weights
+        if kind == "ps":
+            assert _remote_ops(after.item.graph, micro, task) == []
+        else:
+            assert _remote_ops(after.item.graph, micro, task) == _remote_ops(before.item.graph, micro, task)
