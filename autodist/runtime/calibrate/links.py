@@ -21,7 +21,7 @@ NIC's, a ``tc tbf`` limit set both ways as ``autodist cluster`` sets it).
 import statistics
 import time
 
-__all__ = ["SIZES", "TARGET_S", "MAX_ALL_PAIRS", "link_pairs", "link_graph", "measure_links", "node_rates"]
+__all__ = ["SIZES", "TARGET_S", "MAX_ALL_PAIRS", "link_pairs", "link_graph", "measure_links", "median_time", "node_rates"]
 
 SIZES = (1 << 20, 4 << 20, 16 << 20, 64 << 20)   # bytes of the slices a pair may move
 TARGET_S = 0.25        # a timed transfer takes at least this long (or moves the largest slice)
@@ -56,7 +56,8 @@ def link_graph(tf, devices):
     return fetches, initializers
 
 
-def _median_time(step, repeats):
+def median_time(step, repeats):
+    """The median of ``repeats`` timed calls of ``step`` after one untimed call."""
     step()
     times = []
     for _ in range(repeats):
@@ -70,11 +71,11 @@ def measure_links(session, fetches, repeats=3):
     """``{(j, k): bytes per second}`` of every pair of ``link_graph``'s fetches."""
     rates = {}
     for pair, by_size in fetches.items():
-        small = _median_time(session.make_callable(by_size[4]), repeats)
-        first = max(_median_time(session.make_callable(by_size[SIZES[0]]), 1) - small, 1e-6)
+        small = median_time(session.make_callable(by_size[4]), repeats)
+        first = max(median_time(session.make_callable(by_size[SIZES[0]]), 1) - small, 1e-6)
         # the smallest slice that takes TARGET_S at the rate the first one suggests (the first: a lower bound)
         size = next((s for s in SIZES if s / SIZES[0] * first >= TARGET_S), SIZES[-1])
-        took = _median_time(session.make_callable(by_size[size]), repeats)
+        took = median_time(session.make_callable(by_size[size]), repeats)
         rates[pair] = size / max(took - small, 1e-6)
     return rates
 

@@ -47,12 +47,10 @@ move the bytes).
 """
 import json
 import os
-import statistics
 import tempfile
-import time
 
 from autodist.strategies.cost.calibration import PROBE_VERSION, Calibration
-from autodist.runtime.calibrate.links import link_graph, measure_links, node_rates
+from autodist.runtime.calibrate.links import link_graph, measure_links, median_time, node_rates
 from autodist.runtime.calibrate.protocol import (COLLECTIVE_BYTES, MEASUREMENTS, MEMBER_TIMEOUT, PS_VARIABLES,
                                                SPARSE_ROWS, SPARSE_WIDTH, STEPS, STEPS_OF, TABLE_ROWS,
                                                protocol_graph, sparse_rows, task_devices, time_protocol)
@@ -65,25 +63,13 @@ SMALL_COUNT = 32
 
 def _best_time(session, fetches, repeats):
     """The median time of a step of ``fetches``, run as a callable (as a job's repeated steps are)."""
-    step = session.make_callable(fetches)
-    step()
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+    return median_time(session.make_callable(fetches), repeats)
 
 
 def _local_bandwidth(np, repeats):
     src = np.ones(BIG_BYTES // 4, np.float32)
     dst = np.empty_like(src)
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        np.copyto(dst, src)
-        times.append(time.perf_counter() - started)
-    return BIG_BYTES / max(statistics.median(times), 1e-9)
+    return BIG_BYTES / max(median_time(lambda: np.copyto(dst, src), repeats), 1e-9)
 
 
 def _graph(tf, devices):
