@@ -43,8 +43,8 @@ class JobEnding:
     def finish(self, abort=False, timeout=120.0, reason=None):
         """End the job this chief launched (``AutoDist.finish_job``): wait up to ``timeout`` s for the
         other nodes' scripts (``abort``: stop them now, announcing ``reason``), stop every process of
-        the job, remove its directories, and raise the first ``RemoteWorkerError``. A no-op on other
-        nodes and when done already."""
+        the job, remove its directories, and raise the first ``RemoteWorkerError``. On other nodes and
+        when done already it only stops this node's watches (``_stop_watches``)."""
         self._stop_watches()
         coordinator, self._coordinator = self._coordinator, None
         if coordinator is None:

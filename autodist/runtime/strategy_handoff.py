@@ -13,6 +13,7 @@ import os
 import sys
 
 from autodist.errors import LaunchError, StrategyError
+from autodist.plan.contract import op_name
 from autodist.plan.strategy import Strategy, assemble
 from autodist.runner.base import wait_until
 from autodist.runtime.calibrate.first_probe import calibration_for_planning
@@ -35,10 +36,12 @@ def with_accumulation(strategy, graph_item, requested):
     steps = accumulation_of(requested, graph_item)
     if steps <= 1:   # builders plan every call
         return strategy
-    return assemble([_read_locally(node) for node in strategy.node_config], strategy.graph_config.replicas, steps)
+    sparse = {record.target.partition(":")[0] for record in getattr(graph_item, "grad_records", ()) if record.is_sparse}
+    return assemble([_read_locally(node, sparse) for node in strategy.node_config], strategy.graph_config.replicas,
+                    steps)
 
 
-def _read_locally(node):
+def _read_locally(node, sparse):
     """``node`` with a local proxy for every synchronous parameter-server variable (and shard) of it.
 
     Between two updates a synchronous variable does not change, so the k-1
@@ -46,9 +49,13 @@ def _read_locally(node):
     per update, instead of pulling the weights from the server every call: an
     update then moves what one step without accumulation moves. Asynchronous
     and stale variables keep reading the server (they see the other workers'
-    updates between their own).
+    updates between their own), and so do variables with sparse gradients
+    (op names in ``sparse``): a step reads only the rows it gathers, where a
+    refreshed copy would move the whole table every update.
     """
     node = type(node).FromString(node.SerializeToString())
+    if op_name(node.var_name) in sparse:
+        return node
     for part in [node] + list(node.part_config):
         if part.WhichOneof("synchronizer") == "PSSynchronizer":
             ps = part.PSSynchronizer

@@ -89,6 +89,7 @@ class WatchedCaller:
         self._calls = queue.Queue()
         self._pending = 0   # calls put and not finished
         self._lock = threading.Lock()
+        self._closed = False
         self._thread = threading.Thread(target=self._serve, name="autodist-session-run", daemon=True)
         self._thread.start()
         _CALLERS.add(self)
@@ -114,6 +115,7 @@ class WatchedCaller:
 
     def close(self):
         """No more calls: the thread ends once the call it runs (if any) returns."""
+        self._closed = True
         self._calls.put(None)
 
     def __enter__(self):
@@ -123,6 +125,8 @@ class WatchedCaller:
         self.close()
 
     def __call__(self, fn):
+        if self._closed:   # nothing serves the queue any more
+            raise RuntimeError("a call on a closed WatchedCaller")
         box, done = [], threading.Event()
         with self._lock:
             self._pending += 1
@@ -275,7 +279,8 @@ class DistributedSession(tf_session.SessionInterface):
         if monitor is not None:
             monitor.started(sync)
         try:
-            return self._caller(fn) if self._caller is not None else fn()
+            # a closed session's call runs here, where TensorFlow refuses it at once
+            return self._caller(fn) if self._caller is not None and not self._closed else fn()
         except tf.errors.OpError as e:
             failure = await_failure(self._failure, e) if self._caller is not None else None
             if failure is not None:

@@ -27,6 +27,7 @@ repeated only when the straggler changes or every REPEAT_S.
 """
 import collections
 import time
+import weakref
 
 from autodist.runtime.notices import notice
 from autodist.runtime.watch.ticker import Ticker
@@ -61,17 +62,14 @@ def interface_counters(path="/proc/net/dev"):
 
 
 class LinkMeter:
-    """A daemon thread reading the interface counters every ``SAMPLE_S``; ``counters()`` for the report.
+    """A daemon thread reading the interface counters every ``SAMPLE_S``; ``counters()`` for the report."""
 
-    It ends with ``stop()`` or once ``owner`` (weakly held: the job's monitor) is gone.
-    """
-
-    def __init__(self, read=interface_counters, sample_s=SAMPLE_S, peak_s=PEAK_S, owner=None):
+    def __init__(self, read=interface_counters, sample_s=SAMPLE_S, peak_s=PEAK_S):
         self._read = read
         self._history = collections.deque(maxlen=max(2, int(round(peak_s / sample_s)) + 1))
         self._peak = [0.0, 0.0]
         self._last = None
-        self._ticker = Ticker("autodist-link-meter", sample_s, self.sample, owner=owner)
+        self._ticker = Ticker("autodist-link-meter", sample_s, self.sample)
 
     def start(self):
         if self._read() is not None:   # no counters here (not Linux): nothing to report
@@ -198,5 +196,6 @@ def start_link_views(monitor, sample=None, chief=None):
     Returns the chief's ``StragglerWatch`` (stop it when the job ends), or None.
     """
     if monitor.meter is None:
-        monitor.meter = LinkMeter(owner=monitor).start()   # also ends when the monitor (its job) is gone
+        monitor.meter = LinkMeter().start()
+        weakref.finalize(monitor, monitor.meter.stop)   # the job stops it at its end; a dropped job too
     return StragglerWatch(sample, chief).start() if sample is not None else None

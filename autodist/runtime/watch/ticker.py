@@ -2,22 +2,18 @@
 
     Ticker(name, interval, tick).start()     tick() every interval s; tick() returning False ends the loop
     .stop()                                  no more ticks (the thread ends at its next wake-up)
-    Ticker(..., owner=obj)                   also ends once obj is garbage (a watch never outlives its job)
 """
 import threading
-import weakref
 
 __all__ = ["Ticker"]
 
 
 class Ticker:
-    """Calls ``tick()`` every ``interval`` s on a daemon thread named ``name`` until ``stop()``, a False return,
-    or (given an ``owner``, held weakly) the owner's collection."""
+    """Calls ``tick()`` every ``interval`` s on a daemon thread named ``name`` until ``stop()`` or a False return."""
 
-    def __init__(self, name, interval, tick, owner=None):
+    def __init__(self, name, interval, tick):
         self._interval = interval
         self._tick = tick
-        self._owner = weakref.ref(owner) if owner is not None else None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
@@ -30,7 +26,5 @@ class Ticker:
 
     def _run(self):
         while not self._stop.wait(self._interval):
-            if self._owner is not None and self._owner() is None:
-                return
             if self._tick() is False:
                 return

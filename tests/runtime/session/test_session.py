@@ -285,6 +285,8 @@ def test_a_closed_watched_caller_ends_its_thread_after_its_last_call():
         assert caller(lambda: 7) == 7
     caller._thread.join(5)
     assert not caller._thread.is_alive()
+    with pytest.raises(RuntimeError, match="closed"):   # not a wait for a thread that is gone
+        caller(lambda: 8)
 
 
 class _StuckClose:

@@ -2,6 +2,8 @@
 import gc
 import threading
 
+import pytest
+
 from autodist.runtime.watch.ticker import Ticker
 
 
@@ -28,13 +30,18 @@ def test_stop_ends_the_ticks():
     assert not ticker._thread.is_alive() and len(calls) <= 1
 
 
-def test_a_ticker_ends_once_its_owner_is_gone():
-    class Job:
-        pass
 
-    job, ticks = Job(), []
-    ticker = Ticker("test-ticker", 0.01, lambda: ticks.append(1), owner=job).start()
-    del job
+def test_a_jobs_link_meter_ends_with_the_job_that_dropped_it():
+    """A long-lived process (a notebook, a pool of nodes) gains no polling thread per job."""
+    from autodist.runtime.watch.step_report import StepMonitor
+    from autodist.runtime.watch.straggler import interface_counters, start_link_views
+    if interface_counters() is None:
+        pytest.skip("no interface counters here (/proc/net/dev without an interface but lo)")
+    monitor = StepMonitor()
+    start_link_views(monitor)
+    thread = monitor.meter._ticker._thread
+    assert thread.is_alive()
+    del monitor
     gc.collect()
-    ticker._thread.join(10)
-    assert not ticker._thread.is_alive()
+    thread.join(10)
+    assert not thread.is_alive()
