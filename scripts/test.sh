@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install autodist with its test dependencies, then run the whole test suite.
-#   bash scripts/test.sh            # everything (about 20 minutes on 2 cores)
+#   bash scripts/test.sh            # everything (about 40 minutes on 2 cores)
 #   bash scripts/test.sh -m "not slow"   # extra arguments go to pytest
 set -euo pipefail
 cd "$(dirname "$0")/.."
