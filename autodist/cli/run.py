@@ -46,7 +46,8 @@ import sys
 
 from autodist.cli.common import EXIT_INTERRUPTED, checked, count
 from autodist.cli.plan import builder_from_args, require_file
-from autodist.cli.run_options import add_elastic_options, add_input_options, elastic_of, input_argv
+from autodist.cli.run_options import (add_checkpoint_options, add_elastic_options, add_input_options,
+                                      check_checkpoint_options, checkpoint_schedule, elastic_of, input_argv)
 from autodist.errors import RemoteWorkerError, ResourceSpecError
 from autodist.runtime.limits import (MAX_SECONDS, MIN_STALL_TIMEOUT, check_min_nodes, restart_backoff, stall_timeout,
                                      whole)
@@ -104,6 +105,7 @@ def register(subparsers):
                              "training resumes from the checkpoint. In an elastic job: the fewest nodes it runs on")
     add_elastic_options(parser)
     add_input_options(parser)
+    add_checkpoint_options(parser)
     parser.add_argument("--node-failure-status", type=int, default=EXIT_REMOTE_FAILURE, help=argparse.SUPPRESS)
     parser.add_argument("script", metavar="SCRIPT", help="the training script")
     parser.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS",
@@ -182,9 +184,21 @@ def _node_count(spec):
     return len((ResourceSpec(spec) if isinstance(spec, str) else spec).node_specs)
 
 
+def _keep_checkpoints(args, ad):
+    """``--checkpoint-dir``: the job saves as it trains and a new run resumes (``runtime.autorun.checkpoints``)."""
+    if args.checkpoint_dir is None:
+        return
+    from autodist.runtime.autorun.checkpoints import ScriptCheckpoints
+    from autodist.runtime.notices import notice
+    checkpoints = ScriptCheckpoints(args.checkpoint_dir, *checkpoint_schedule(args), ad.job, os.environ,
+                                    lambda text: notice(None, text))
+    ad.job.after_success.append(checkpoints.finish)
+
+
 def _run(args):
     from autodist.runner.console import quiet_tensorflow_start
     spec, worker_spec = resource_spec_of(args, os.environ)
+    check_checkpoint_options(args)
     elastic = elastic_of(args, _loaded(spec))
     check_min_nodes(args.min_nodes, _node_count(spec), args.max_restarts or os.environ.get(ATTEMPT_ENV) or elastic,
                     name="--min-nodes", restarts_name="--max-restarts")
@@ -209,6 +223,7 @@ def _run(args):
                   min_nodes=None if elastic else args.min_nodes, launcher=args.launcher,
                   uneven_inputs=args.uneven_inputs, auto_shard=args.auto_shard,
                   accumulation_steps=args.accumulation_steps)
+    _keep_checkpoints(args, ad)
     try:
         try:
             status = run_script(ad, script, args.script_args)
@@ -221,6 +236,8 @@ def _run(args):
         note_exit(status)
         # A script that exits with an error would leave the other nodes waiting for its steps.
         ad.finish_job(abort=status != 0, reason="the chief's script exited with code {}".format(status))
+        if status == 0:
+            ad.job.succeeded()   # the checkpoints of --checkpoint-dir go
     except RemoteWorkerError as e:
         print("autodist: error: {}".format(e), file=sys.stderr)
         return args.node_failure_status

@@ -131,21 +131,24 @@ class PlatformJob:
 
     # -- the end ---------------------------------------------------------------------------
     def finish(self):
-        """At a normal end: the others say done and wait for the chief to leave; the chief waits for them."""
+        """At a normal end: the others say done and wait for the chief to leave; the chief waits for them.
+        True when every process of the job said it is done (for the chief; the others: when they said it)."""
         if self.watch is not None:
             self.watch.stop()
         chief, own = self.context.chief_task, self.context.task_index
         if self.context.num_tasks == 1:
-            return
+            return True
         try:
             if own != chief:
                 exchange.send(self.context.target, own, self.context.job_id, "done", chief, [b"done"], DONE_TIMEOUT)
                 peers.await_gone(self.context.cluster_spec()["worker"][chief], DONE_TIMEOUT)
-                return
+                return True
             exchange.receive(self.context.target, own, self.context.job_id, "done", own,
                              self.context.num_tasks - 1, DONE_TIMEOUT, "waited for the other processes to end")
+            return True
         except JoinError as e:
             print("autodist: {}".format(e), file=sys.stderr, flush=True)
+            return False
 
 
 def check_versions(chiefs, mine, me, chief):
