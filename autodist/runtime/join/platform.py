@@ -2,7 +2,7 @@
 
     every process (the same command)        AutoDist()  or  autodist run train.py
         place    = places.resolve(environ)      TF_CONFIG, Slurm tasks, MPI, a spec file + AUTODIST_NODE_ADDRESS
-        (MPI)    the ranks' addresses            rendezvous on the chief's start-up server
+        (some)   the processes' addresses        exchanged at the start (MPI, Slurm's arbitrary distribution)
         server   this node's, in this process    the job's cluster, task = the address's rank
         barrier  every server accepts            bounded, names whom it waits for
     the chief, at its first session         plans (AutoStrategy included), sends every other process
@@ -81,7 +81,7 @@ class PlatformJob:
         place = places.resolve(environ, spec)
         if place.servers is None:
             from autodist.runtime.join.rendezvous import exchange_addresses
-            place = exchange_addresses(place, environ, ready_timeout, say)
+            place = exchange_addresses(place, ready_timeout, say)
         spec = job_spec(place, spec)
         servers = {node.address: server for node, server in zip(_by_rank(spec, place), place.servers)}
         digest = hashlib.sha1(json.dumps(sorted(servers.items())).encode()).hexdigest()[:12]
