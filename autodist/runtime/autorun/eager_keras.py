@@ -151,9 +151,7 @@ class EagerTwins:
             raise CaptureError(
                 "model.predict() under autodist run comes after the model's first fit or evaluate: the "
                 "distributed session starts with the training step those trace")
-        checkpoints = self._ad.job.checkpoints
-        if checkpoints is None or not checkpoints.skipping:   # a resumed job's checkpoint holds the later weights
-            self.runner.pending_weights = model.get_weights()
+        self.runner.pending_weights = model.get_weights()
         result = getattr(twin, method)(*args, **kwargs)
         if method == "fit":
             with tf.init_scope():

@@ -117,10 +117,15 @@ class KerasRunner:
                 "with" if self._train_weighted else "without", self._train_traced_by))
 
     def _give_pending_weights(self):
-        """Every replica gets the chief's ``pending_weights`` (``autodist run``'s eager model), once traced."""
+        """Every replica gets the chief's ``pending_weights`` (``autodist run``'s eager model), once traced; not
+        while a resumed job is before its checkpoint's step (``autodist run --checkpoint-dir``): the restored
+        weights are later ones. Every node knows that once its session is open (a platform-started job's with
+        the chief's plan), so all take the same way."""
         if self.pending_weights is not None:
             self._assignment()
-            self._state.load_chiefs(self.pending_weights)
+            checkpoints = self._job.checkpoints
+            if checkpoints is None or not checkpoints.skipping:
+                self._state.load_chiefs(self.pending_weights)
             self.pending_weights = None
 
     def _route_state(self):
