@@ -2,7 +2,8 @@
 
     autodist run [-r SPEC] [--launcher {ssh,srun}] [-s BUILDER] [--arg key=value ...] [--trace-dir DIR] [--logdir DIR]
                  [--verbose] [--steps N] [--no-progress] [--stall-timeout S]
-                 [--max-restarts N [--restart-backoff S] [--min-nodes K]] SCRIPT [script args ...]
+                 [--max-restarts N [--restart-backoff S] [--min-nodes K]]
+                 [--checkpoint-dir DIR [--checkpoint-steps N] [--checkpoint-secs T]] SCRIPT [script args ...]
 
 The script runs in this process (the chief) with its sessions distributed
 (``autodist.runtime.autorun.run``); the other nodes run ``python -m autodist run`` with
@@ -14,6 +15,9 @@ lines); 130 after Ctrl-C, once every process of the job is stopped. With
 ``--max-restarts N`` this process supervises up to N+1 attempts, each a chief
 of a new job (``autodist.runtime.recovery.restart``); with ``--min-nodes K`` a restart
 leaves out the nodes that fail preflight while K remain (``autodist.runtime.recovery.shrink``).
+``--checkpoint-dir`` makes the job save as it trains and a new run of the
+command resume at the saved step, for any script
+(``autodist.runtime.autorun.checkpoints``; removed when the job succeeds).
 ``--trace-dir`` and ``--logdir`` are AutoDist's ``trace_dir`` and ``logdir``
 (the timeline and TensorBoard scalars, ``docs/observability.md``). The
 elastic options (``--host-discovery-script``, ``--elastic``, ``--max-nodes``...)
