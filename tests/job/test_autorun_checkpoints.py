@@ -19,17 +19,12 @@ import time
 import numpy as np
 import pytest
 
-from jobtools import REPO, SCRIPTS, job_processes, wait_until
+from jobtools import REPO, SCRIPTS, npz_weights, job_processes, wait_until
 
 pytestmark = pytest.mark.slow
 
 LOOPBACK = os.path.join(REPO, "resource_specs", "loopback_two_nodes.yml")
 SCRIPT = os.path.join(SCRIPTS, "plain_steps.py")
-
-
-def _weights(prefix):
-    with np.load(prefix) as found:
-        return [found[key] for key in sorted(found.files)]
 
 
 def _reference(tmp_path, mode):
@@ -40,7 +35,7 @@ def _reference(tmp_path, mode):
                            str(tmp_path / "reference"), "--mode", mode, "--steps", "15"], cwd=REPO,
                           capture_output=True, text=True, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
-    return _weights(tmp_path / "reference-0.npz")
+    return npz_weights(tmp_path / "reference-0.npz")
 
 
 @pytest.mark.parametrize("mode", ["dataset", "fit"])
@@ -67,7 +62,7 @@ def test_a_job_killed_mid_run_and_run_again_resumes_at_the_saved_step(chiefs, tm
           "{:.1f} s after it)".format(mode, resumed[1].group(1), going_on[0] - killed_at,
                                        restarted_at - killed_at))
     for node in (0, 1):
-        for got, want in zip(_weights(tmp_path / "out-{}.npz".format(node)), expected):
+        for got, want in zip(npz_weights(tmp_path / "out-{}.npz".format(node)), expected):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)   # 2 nodes' mean vs one batch: float32
     assert not ckpt.exists(), os.listdir(ckpt)
     assert re.search(r"the job succeeded: its checkpoints in \S+ are removed", second.output())

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from clustertools import mpi_missing_reason
-from jobtools import REPO, SCRIPTS
+from jobtools import REPO, SCRIPTS, npz_weights
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster, pytest.mark.mpi]
 
@@ -31,11 +31,6 @@ def cluster(make_cluster):
     return make_cluster(2, "1gbit", "--mpi")
 
 
-def _weights(prefix, node):
-    with np.load("{}-{}.npz".format(prefix, node)) as found:
-        return [found[key] for key in sorted(found.files)]
-
-
 def test_the_mpirun_example_across_two_hosts_finds_every_address_and_trains_like_one_device(cluster, tmp_path):
     alone = subprocess.run([sys.executable, SCRIPT, str(tmp_path / "alone"), "--mode", "feed", "--steps", "6"],
                            capture_output=True, text=True, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
@@ -47,8 +42,9 @@ def test_the_mpirun_example_across_two_hosts_finds_every_address_and_trains_like
                         "--steps", "6"], timeout=300, cwd=REPO, env=environ)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]
+    expected = npz_weights(tmp_path / "alone-0.npz")
     for node in (0, 1):
         address = cluster.address(node)
         assert "this is {} ({}:{})".format(address, address, 29400 + node) in output, output[-4000:]
-        for got, want in zip(_weights(tmp_path / "mpi", node), _weights(tmp_path / "alone", 0)):
+        for got, want in zip(npz_weights(tmp_path / "mpi-{}.npz".format(node)), expected):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)   # two nodes' mean vs one batch: float32

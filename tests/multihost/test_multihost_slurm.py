@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from clustertools import slurm_missing_reason
-from jobtools import REPO, SCRIPTS, wait_until
+from jobtools import REPO, SCRIPTS, npz_weights, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster, pytest.mark.slurm]
 
@@ -108,11 +108,6 @@ def _task(job_id, rank):
     raise AssertionError("no task {} of job {}".format(rank, job_id))
 
 
-def _weights(prefix, node):
-    with np.load("{}-{}.npz".format(prefix, node)) as found:
-        return [found[key] for key in sorted(found.files)]
-
-
 def test_the_sbatch_example_trains_and_after_a_killed_task_retries_and_resumes_exactly(cluster, tmp_path):
     job_id, out, submitted = _submit(cluster, tmp_path, "whole")
     first_step = out.wait_for(r"^STEP 1$", 300)[0]
@@ -131,7 +126,8 @@ def test_the_sbatch_example_trains_and_after_a_killed_task_retries_and_resumes_e
     assert 6 <= int(resumed[1].group(1)) <= 8
     assert re.search(r"the job succeeded: its checkpoints in \S+killed-ckpt are removed", text)
     for node in (0, 1):
-        for got, want in zip(_weights(tmp_path / "killed", node), _weights(tmp_path / "whole", 0)):
+        whole = npz_weights(tmp_path / "whole-0.npz")
+        for got, want in zip(npz_weights(tmp_path / "killed-{}.npz".format(node)), whole):
             np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)   # the same computation: float32 rounding
     print("sbatch to the first step {:.1f} s; kill to the step after the checkpoint trained again {:.1f} s (resumed "
           "from step {}; machine loaded)".format(first_step - submitted, going_on[0] - killed_at,
@@ -142,7 +138,7 @@ def _alone(tmp_path, steps):
     done = subprocess.run([sys.executable, SCRIPT, str(tmp_path / "alone"), "--mode", "feed", "--steps", str(steps)],
                           capture_output=True, text=True, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert done.returncode == 0, done.stderr[-3000:]
-    return _weights(tmp_path / "alone", 0)
+    return npz_weights(tmp_path / "alone-0.npz")
 
 
 def test_the_arbitrary_distribution_places_task_zero_on_its_host_and_two_tasks_a_host_are_refused(cluster, tmp_path):
@@ -155,7 +151,7 @@ def test_the_arbitrary_distribution_places_task_zero_on_its_host_and_two_tasks_a
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
     assert "this is {} ({}:29400)".format(second, second) in done.stdout   # task 0, the chief, on host 1
     for node in (0, 1):
-        for got, want in zip(_weights(tmp_path / "arbitrary", node), expected):
+        for got, want in zip(npz_weights(tmp_path / "arbitrary-{}.npz".format(node)), expected):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)   # two nodes' mean vs one batch: float32
     crowded = cluster.run(["srun", "-N1", "-n2", "--chdir", REPO, sys.executable, "-m", "autodist", "run", SCRIPT,
                            str(tmp_path / "crowded")], timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))

@@ -4,7 +4,8 @@ An unmodified script (``tests/job/scripts/plain_steps.py``: every step reads
 rows no other step reads, momentum SGD) runs under ``run_script`` on one node
 with two CPU replicas, fails after step 7 with a checkpoint every 3 steps, and
 runs again from its start: the second run restores step 6, passes over the
-first six steps and ends with the weights of an uninterrupted run. Killed jobs on two processes: ``tests/job/test_autorun_checkpoints.py``.
+first six steps and ends with the weights of an uninterrupted run. Killed jobs
+on two processes: ``tests/job/test_autorun_checkpoints.py``.
 """
 import os
 
