@@ -79,10 +79,11 @@ class Resumer:
     ``restore_from``: the checkpoint the chief restores, ``True`` on the other
     nodes when the chief restores one (they take part in the broadcast), or
     None. ``say(text)`` prints a line for the user; ``heading`` starts the
-    line that says where training resumes (``"attempt 2: "``).
+    line that says where training resumes (``"attempt 2: "``). ``count()``:
+    the step a checkpoint is named by (None: the graph's global step).
     """
 
-    def __init__(self, checkpoint_dir, restore_from, is_chief, say, heading=""):
+    def __init__(self, checkpoint_dir, restore_from, is_chief, say, heading="", count=None):
         self.dir = checkpoint_dir
         self.is_chief = is_chief
         self._restore_from = restore_from
@@ -90,6 +91,7 @@ class Resumer:
         self._heading = heading
         self._saver = None
         self._step = None       # {key: spec} of the global step
+        self._count = count
 
     @property
     def restore_from(self):
@@ -101,10 +103,11 @@ class Resumer:
         self.session = None     # the DistributedSession saved from
         self.last = (None, time.monotonic())    # (step, time) of the last save
 
-    def start(self, session, global_step):
+    def start(self, session, global_step=None):
         """Restore-or-initialize ``session`` (every node, at the same point), then remember it for saves."""
         self.session = session
-        self._step = specs_of(variables_of([global_step], session.graph))
+        if self._count is None:
+            self._step = specs_of(variables_of([global_step], session.graph))
         if self._saver is None:
             with session.graph.as_default():
                 self._saver = Saver(max_to_keep=3)
@@ -119,7 +122,9 @@ class Resumer:
         self.last = (self.global_step() if self._restore_from else None, time.monotonic())
 
     def global_step(self):
-        """The global step's value now (read outside the user's calls: no hooks, no views)."""
+        """The global step's value now (read outside the user's calls: no hooks, no views), or ``count()``."""
+        if self._count is not None:
+            return self._count()
         return int(next(iter(read_state(self.session, self._step).values())))
 
     def save(self, step=None):

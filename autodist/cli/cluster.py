@@ -1,6 +1,6 @@
 """``autodist cluster``: an emulated cluster of separate hosts on this machine (root only).
 
-    autodist cluster up -n 3 [--rate 1gbit] [--name NAME] [--cores 0 1] [--threads 1] -o cluster.yml
+    autodist cluster up -n 3 [--rate 1gbit] [--name NAME] [--cores 0 1] [--threads 1] [--slurm] [--mpi] -o cluster.yml
     autodist cluster exec [--name NAME] 0 -- python train.py          # the chief runs in node 0
     autodist cluster link [--name NAME] 2 down | up | rate 100mbit    # while a job runs
     autodist cluster down [--name NAME]
@@ -44,6 +44,12 @@ def register(subparsers):
                     help="CPU cores per node for the spec's `cores` (node i takes the i-th, round robin): "
                          "--cores 0 1 pins node 0 to core 0 and node 1 to core 1")
     up.add_argument("--threads", type=int, default=0, help="the spec's `threads` per node (default 0: TensorFlow's)")
+    up.add_argument("--slurm", action="store_true",
+                    help="also a real Slurm cluster: munged and slurmctld in node 0, a slurmd in every node "
+                         "(slurm-wlm and munge installed); `exec` sets SLURM_CONF for sbatch and srun")
+    up.add_argument("--mpi", action="store_true",
+                    help="also Open MPI's hostfile and parameters: mpirun in node 0 reaches every node over its "
+                         "sshd (openmpi-bin installed); `exec` sets OMPI_MCA_mca_param_files")
     up.add_argument("-o", "--output", required=True, metavar="SPEC.yml", help="the resource spec to write (new file)")
     up.set_defaults(handler=_up)
     run = actions.add_parser("exec", help="run a command inside a node's namespace",
@@ -77,7 +83,7 @@ def _up(args):
     from autodist.runner.cluster import parse_rate, up
     rate = parse_rate(args.rate)
     up(_names(args), args.nodes, rate, args.output, cores=args.cores or (), threads=args.threads,
-       say=lambda line: print(line, flush=True))
+       say=lambda line: print(line, flush=True), slurm=args.slurm, mpi=args.mpi)
     return 0
 
 

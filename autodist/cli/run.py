@@ -2,7 +2,8 @@
 
     autodist run [-r SPEC] [--launcher {ssh,srun}] [-s BUILDER] [--arg key=value ...] [--trace-dir DIR] [--logdir DIR]
                  [--verbose] [--steps N] [--no-progress] [--stall-timeout S]
-                 [--max-restarts N [--restart-backoff S] [--min-nodes K]] SCRIPT [script args ...]
+                 [--max-restarts N [--restart-backoff S] [--min-nodes K]]
+                 [--checkpoint-dir DIR [--checkpoint-steps N] [--checkpoint-secs T]] SCRIPT [script args ...]
 
 The script runs in this process (the chief) with its sessions distributed
 (``autodist.runtime.autorun.run``); the other nodes run ``python -m autodist run`` with
@@ -14,6 +15,9 @@ lines); 130 after Ctrl-C, once every process of the job is stopped. With
 ``--max-restarts N`` this process supervises up to N+1 attempts, each a chief
 of a new job (``autodist.runtime.recovery.restart``); with ``--min-nodes K`` a restart
 leaves out the nodes that fail preflight while K remain (``autodist.runtime.recovery.shrink``).
+``--checkpoint-dir`` makes the job save as it trains and a new run of the
+command resume at the saved step, for any script
+(``autodist.runtime.autorun.checkpoints``; removed when the job succeeds).
 ``--trace-dir`` and ``--logdir`` are AutoDist's ``trace_dir`` and ``logdir``
 (the timeline and TensorBoard scalars, ``docs/observability.md``). The
 elastic options (``--host-discovery-script``, ``--elastic``, ``--max-nodes``...)
@@ -46,7 +50,8 @@ import sys
 
 from autodist.cli.common import EXIT_INTERRUPTED, checked, count
 from autodist.cli.plan import builder_from_args, require_file
-from autodist.cli.run_options import add_elastic_options, add_input_options, elastic_of, input_argv
+from autodist.cli.run_options import (add_checkpoint_options, add_elastic_options, add_input_options,
+                                      check_checkpoint_options, checkpoint_schedule, elastic_of, input_argv)
 from autodist.errors import RemoteWorkerError, ResourceSpecError
 from autodist.runtime.limits import (MAX_SECONDS, MIN_STALL_TIMEOUT, check_min_nodes, restart_backoff, stall_timeout,
                                      whole)
@@ -104,6 +109,7 @@ def register(subparsers):
                              "training resumes from the checkpoint. In an elastic job: the fewest nodes it runs on")
     add_elastic_options(parser)
     add_input_options(parser)
+    add_checkpoint_options(parser)
     parser.add_argument("--node-failure-status", type=int, default=EXIT_REMOTE_FAILURE, help=argparse.SUPPRESS)
     parser.add_argument("script", metavar="SCRIPT", help="the training script")
     parser.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS",
@@ -182,9 +188,21 @@ def _node_count(spec):
     return len((ResourceSpec(spec) if isinstance(spec, str) else spec).node_specs)
 
 
+def _keep_checkpoints(args, ad):
+    """``--checkpoint-dir``: the job saves as it trains and a new run resumes (``runtime.autorun.checkpoints``)."""
+    if args.checkpoint_dir is None:
+        return
+    from autodist.runtime.autorun.checkpoints import ScriptCheckpoints
+    from autodist.runtime.notices import notice
+    checkpoints = ScriptCheckpoints(args.checkpoint_dir, *checkpoint_schedule(args), ad.job, os.environ,
+                                    lambda text: notice(None, text))
+    ad.job.after_success.append(checkpoints.finish)
+
+
 def _run(args):
     from autodist.runner.console import quiet_tensorflow_start
     spec, worker_spec = resource_spec_of(args, os.environ)
+    check_checkpoint_options(args)
     elastic = elastic_of(args, _loaded(spec))
     check_min_nodes(args.min_nodes, _node_count(spec), args.max_restarts or os.environ.get(ATTEMPT_ENV) or elastic,
                     name="--min-nodes", restarts_name="--max-restarts")
@@ -209,6 +227,7 @@ def _run(args):
                   min_nodes=None if elastic else args.min_nodes, launcher=args.launcher,
                   uneven_inputs=args.uneven_inputs, auto_shard=args.auto_shard,
                   accumulation_steps=args.accumulation_steps)
+    _keep_checkpoints(args, ad)
     try:
         try:
             status = run_script(ad, script, args.script_args)
@@ -221,6 +240,8 @@ def _run(args):
         note_exit(status)
         # A script that exits with an error would leave the other nodes waiting for its steps.
         ad.finish_job(abort=status != 0, reason="the chief's script exited with code {}".format(status))
+        if status == 0:
+            ad.job.succeeded()   # the checkpoints of --checkpoint-dir go
     except RemoteWorkerError as e:
         print("autodist: error: {}".format(e), file=sys.stderr)
         return args.node_failure_status

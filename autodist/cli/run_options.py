@@ -5,17 +5,23 @@
                 (the process becomes the elastic supervisor: ``autodist.runtime.elastic``)
     pipelines   --uneven-inputs {end,join}, --auto-shard {off,auto,file,data}: every node runs with them
                 (``autodist.capture.datasets``)
+    checkpoints --checkpoint-dir DIR [--checkpoint-steps N] [--checkpoint-secs T]: the job saves and resumes
+                (``autodist.runtime.autorun.checkpoints``); every node runs with them
 
 Values out of their range exit with status 2 and the option's name, before
 anything runs, as the other options of ``autodist run`` (``runtime.limits``).
 """
-__all__ = ["add_elastic_options", "add_input_options", "input_argv", "elastic_of", "UNEVEN_CHOICES",
-           "AUTO_SHARD_CHOICES"]
+import os
+
+__all__ = ["add_elastic_options", "add_input_options", "add_checkpoint_options", "input_argv", "elastic_of",
+           "check_checkpoint_options", "checkpoint_schedule", "UNEVEN_CHOICES", "AUTO_SHARD_CHOICES",
+           "DEFAULT_CHECKPOINT_SECS"]
 
 # autodist.capture.datasets' POLICIES and AUTO_SHARD_POLICIES, named here because building the parser must not
 # import TensorFlow (``autodist spec validate`` stays TensorFlow-free); a test keeps them equal
 UNEVEN_CHOICES = ("end", "join")
 AUTO_SHARD_CHOICES = ("off", "auto", "file", "data")
+DEFAULT_CHECKPOINT_SECS = 60.0   # --checkpoint-dir without --checkpoint-steps / --checkpoint-secs
 
 
 def add_elastic_options(parser):
@@ -50,15 +56,56 @@ def add_input_options(parser):
                        help="shard every dataset an iterator is made of over the nodes (tf.distribute's policies)")
 
 
+def add_checkpoint_options(parser):
+    from autodist.cli.common import checked
+    from autodist.runtime.limits import MAX_SECONDS, seconds, whole
+    group = parser.add_argument_group("checkpoints of the job, for any script (docs/running.md)")
+    group.add_argument("--checkpoint-dir", metavar="DIR",
+                       help="the chief saves the job's state in DIR as it trains; run the same command again after "
+                            "a failure and it resumes at the saved step (the script's steps before it are passed "
+                            "over), ending with the weights of an uninterrupted run. Removed when the job succeeds")
+    group.add_argument("--checkpoint-steps", type=checked(whole, int), metavar="N",
+                       help="save every N training steps")
+    group.add_argument("--checkpoint-secs", type=checked(lambda v, n: seconds(v, n, 1.0, MAX_SECONDS)), metavar="T",
+                       help="save every T seconds (default without --checkpoint-steps: {:g})".format(
+                           DEFAULT_CHECKPOINT_SECS))
+
+
+def check_checkpoint_options(args):
+    """``ArgumentError`` for checkpoint options that cannot work together with the others."""
+    from autodist.errors import ArgumentError
+    if args.checkpoint_dir is None:
+        if args.checkpoint_steps is not None or args.checkpoint_secs is not None:
+            raise ArgumentError("--checkpoint-steps and --checkpoint-secs say how often --checkpoint-dir saves: "
+                                "give --checkpoint-dir DIR too")
+        return
+    if args.uneven_inputs is not None:
+        raise ArgumentError("--checkpoint-dir with --uneven-inputs: a resumed job passes over the steps its "
+                            "checkpoint holds by drawing their batches, which the read-ahead of uneven inputs "
+                            "does not allow; leave one out")
+
+
 def input_argv(args):
-    """The options of the training step every node runs with (its inputs, its accumulation)."""
+    """The options of the training step every node runs with (its inputs, its accumulation, its checkpoints)."""
     argv = []
-    steps = getattr(args, "accumulation_steps", None)
+    text = lambda value: None if value is None else str(value)  # noqa: E731
+    directory = getattr(args, "checkpoint_dir", None)
     for flag, value in (("--uneven-inputs", args.uneven_inputs), ("--auto-shard", args.auto_shard),
-                        ("--accumulation-steps", str(steps) if steps else None)):
+                        ("--accumulation-steps", text(getattr(args, "accumulation_steps", None))),
+                        ("--checkpoint-dir", os.path.abspath(directory) if directory else None),
+                        ("--checkpoint-steps", text(getattr(args, "checkpoint_steps", None))),
+                        ("--checkpoint-secs", text(getattr(args, "checkpoint_secs", None)))):
         if value:
             argv += [flag, value]
     return argv
+
+
+def checkpoint_schedule(args):
+    """``(steps, secs)`` between two saves as the options give them: without either, every
+    ``DEFAULT_CHECKPOINT_SECS`` s."""
+    if args.checkpoint_steps is None and args.checkpoint_secs is None:
+        return None, DEFAULT_CHECKPOINT_SECS
+    return args.checkpoint_steps, args.checkpoint_secs
 
 
 def elastic_of(args, spec):

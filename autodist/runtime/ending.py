@@ -5,6 +5,7 @@ because they are one concern, the end, told in ``docs/running.md``, "How a job
 ends":
 
     ad.finish_job(...)             finish: wait for (or abort) the other nodes, stop every process
+    job.succeeded()                the job ended well: after_success (autodist run's checkpoints go)
     sys.exit(code) in ad.scope()   chief_exiting: an error status ends the job at once
     the chief's exit               _finish_at_exit: the teardown; a failed node's status
     a joined process's exit        _platform_exit: "done", or EXIT_RETRY after a peer's failure
@@ -35,9 +36,21 @@ class JobEnding:
         self._stop_watches()
         failure = self._platform.failure()
         if failure is None:
-            self._platform.finish()
+            if self._platform.finish():
+                self._after_success()
             return
         leave_with(EXIT_RETRY)   # another process failed or went away: the platform restarts the whole job
+
+    def succeeded(self):
+        """The chief's script ended with status 0 and ``finish`` found no failure: ``after_success`` runs now; in a
+        platform-started job at the process's exit, once every process of the job has said it is done."""
+        if self._platform is None:
+            self._after_success()
+
+    def _after_success(self):
+        callbacks, self.after_success = list(self.after_success), []
+        for callback in callbacks:
+            callback()
 
     # -- finish ------------------------------------------------------------------------
     def finish(self, abort=False, timeout=120.0, reason=None):

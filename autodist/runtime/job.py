@@ -113,6 +113,8 @@ class Job(JobEnding):
         self.worker_env = {}   # more environment for the other nodes' scripts, set before ``open``
         self.before_term = []  # callables run when SIGTERM reaches the chief, before the job stops
         self.on_session = []   # callables(session, first) for every session this node opens
+        self.checkpoints = None   # ``autodist run --checkpoint-dir``'s (``runtime.autorun.checkpoints``), or None
+        self.after_success = []   # callables once the whole job ended well (``JobEnding.succeeded``)
         self._builder = strategy_builder
         self._launch_argv = list(launch_argv) if launch_argv is not None else None
         env_context = JobContext.from_env(environ) if context is None and environ is not None else None

@@ -41,6 +41,12 @@ def linear_reference(seed, steps, batch=12, lr=0.1):
     return losses, w.ravel().tolist()
 
 
+def npz_weights(path):
+    """The arrays of an ``.npz`` file in the order they were saved (``scripts/plain_steps.py``'s results)."""
+    with np.load(str(path)) as found:
+        return [found[key] for key in sorted(found.files)]
+
+
 def job_processes(job_id):
     """Pids of live (non-zombie) processes whose command line or environment names ``job_id``."""
     needle = job_id.encode()

@@ -48,16 +48,31 @@ def cli(*argv, check=True):
     return done
 
 
+def slurm_missing_reason():
+    """Why ``autodist cluster up --slurm`` cannot run here (the tier's skip reason, named ``slurm``), or None."""
+    from autodist.runner.cluster.slurm import missing_reason
+    reason = missing_reason()
+    return "slurm: {} (scripts/test.sh installs them as root)".format(reason) if reason else None
+
+
+def mpi_missing_reason():
+    """Why ``autodist cluster up --mpi`` cannot run here (the tier's skip reason, named ``mpi``), or None."""
+    from autodist.runner.cluster.mpi import missing_reason
+    reason = missing_reason()
+    return "mpi: {} (scripts/test.sh installs it as root)".format(reason) if reason else None
+
+
 class Cluster:
-    def __init__(self, nodes, rate, directory):
-        self.nodes, self.rate = nodes, rate
+    def __init__(self, nodes, rate, directory, flags=()):
+        self.nodes, self.rate, self.flags = nodes, rate, list(flags)
         self.name = "t" + secrets.token_hex(3)
         self.names = ClusterNames(self.name)
         self.directory = str(directory)
         self.spec = os.path.join(self.directory, "cluster.yml")
 
     def up(self):
-        self.made = cli("up", "-n", str(self.nodes), "--rate", self.rate, "--name", self.name, "-o", self.spec).stdout
+        self.made = cli("up", "-n", str(self.nodes), "--rate", self.rate, "--name", self.name, "-o", self.spec,
+                        *self.flags).stdout
         return self
 
     def address(self, index):
@@ -66,6 +81,11 @@ class Cluster:
     def exec_argv(self, argv, node=0):
         """What ``jobtools.Chief`` (``python ARGV``) runs: ``argv`` (after ``python``) inside ``node``'s namespace."""
         return ["-m", "autodist", "cluster", "exec", "--name", self.name, str(node), "--", sys.executable] + list(argv)
+
+    def run(self, argv, node=0, timeout=TIMEOUT, **kwargs):
+        """``argv`` (a command, not a Python script) inside ``node``'s namespace: its CompletedProcess."""
+        return subprocess.run([sys.executable, "-m", "autodist", "cluster", "exec", "--name", self.name, str(node),
+                               "--"] + list(argv), capture_output=True, text=True, timeout=timeout, **kwargs)
 
     def spec_for(self, count):
         """A spec of the cluster's first ``count`` nodes (node 0 the chief)."""
@@ -93,12 +113,15 @@ class Cluster:
         left += ["namespace " + line.split()[0] for line in namespaces.splitlines() if line.startswith(self.names.prefix)]
         links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, timeout=30).stdout
         left += ["link " + line for line in links.splitlines() if self.name in line]
-        needle = self.names.state_dir.encode()
+        needle = self.names.state_dir.encode()   # daemons name it on their command line, jobs in SLURM_CONF...
         for entry in os.listdir("/proc"):
             try:
                 with open("/proc/{}/cmdline".format(entry), "rb") as f:
-                    if entry.isdigit() and needle in f.read():
-                        left.append("process {}".format(entry))
+                    text = f.read()
+                with open("/proc/{}/environ".format(entry), "rb") as f:
+                    text += f.read()
+                if entry.isdigit() and int(entry) != os.getpid() and needle in text:
+                    left.append("process {}".format(entry))
             except OSError:
                 continue
         left += ["file " + p for p in (self.names.state_dir, self.spec) if os.path.exists(p)]

@@ -18,14 +18,15 @@ from jobtools import Chief, job_processes  # noqa: E402
 
 @pytest.fixture(scope="module")
 def make_cluster(tmp_path_factory):
-    """``make(nodes, rate="1gbit") -> Cluster`` (up); every one is brought down at the module's end."""
+    """``make(nodes, rate="1gbit", *flags) -> Cluster`` (up; ``flags``: ``--slurm``, ``--mpi``); every one is
+    brought down at the module's end."""
     reason = cannot_make_reason()
     if reason:
         pytest.skip(reason)
     made = []
 
-    def make(nodes, rate="1gbit"):
-        cluster = Cluster(nodes, rate, tmp_path_factory.mktemp("cluster"))
+    def make(nodes, rate="1gbit", *flags):
+        cluster = Cluster(nodes, rate, tmp_path_factory.mktemp("cluster"), flags)
         made.append(cluster)
         return cluster.up()
     yield make

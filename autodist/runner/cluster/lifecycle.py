@@ -1,9 +1,11 @@
 """Make, change and remove an emulated cluster (``autodist cluster up | exec | link | down``).
 
     up(names, 3, rate, "spec.yml")   state.json first (so ``down`` finds a half-made cluster), the switch,
-                                     node after node, keys, an sshd per node, the spec; any failure or
-                                     Ctrl-C on the way removes what was made
-    exec_argv(names, "0", argv)      ["ip", "netns", "exec", "autodist-NAME-0", *argv]
+                                     node after node, keys, an sshd per node, (``slurm``) munged, slurmctld
+                                     and a slurmd per node, (``mpi``) mpirun's hostfile and parameters, the
+                                     spec; any failure or Ctrl-C on the way removes what was made
+    exec_argv(names, "0", argv)      ["ip", "netns", "exec", "autodist-NAME-0", "env", SLURM_CONF=...,
+                                     OMPI_MCA_mca_param_files=... (when made), *argv]
     link(names, "1", "down")         cut / restore / reshape one node's link while a job runs
     down(names)                      stop the sshds, every process left in the namespaces, the namespaces
                                      (links, bridge and qdiscs go with them), the spec ``up`` wrote, the files
@@ -20,7 +22,9 @@ import shutil
 
 from autodist.errors import ArgumentError, ClusterError
 from autodist.fileio import atomic_write_bytes, make_private_dirs
+from autodist.runner.cluster import mpi as mpi_files
 from autodist.runner.cluster import network, sshd
+from autodist.runner.cluster import slurm as slurm_daemons
 from autodist.runner.cluster.names import MAX_NODES
 from autodist.runner.cluster.specfile import is_ours, spec_data, write_spec
 
@@ -37,6 +41,8 @@ class ClusterState:
     spec: str            # absolute path of the resource spec
     cores: tuple = ()
     threads: int = 0
+    slurm: bool = False  # a Slurm controller, a slurmd per node and munged (``runner.cluster.slurm``)
+    mpi: bool = False    # mpirun's hostfile and parameters (``runner.cluster.mpi``)
 
 
 def require_root(what):
@@ -55,7 +61,7 @@ def read_state(names):
         return None
 
 
-def _check_new(names, count, spec_path):
+def _check_new(names, count, spec_path, slurm=False, mpi=False):
     if not 1 <= count <= MAX_NODES:
         raise ArgumentError("-n {}: a cluster has 1 to {} nodes".format(count, MAX_NODES))
     found = network.namespaces(names)
@@ -66,18 +72,19 @@ def _check_new(names, count, spec_path):
     if os.path.exists(spec_path):
         raise ClusterError("{} exists: the cluster's spec is a new file; remove it or choose another -o".format(
             spec_path))
-    reason = sshd.missing_reason()
-    if reason:
-        raise ClusterError("cluster {!r}: {}".format(names.name, reason))
+    reasons = [sshd.missing_reason(), slurm and slurm_daemons.missing_reason(), mpi and mpi_files.missing_reason()]
+    for reason in reasons:
+        if reason:
+            raise ClusterError("cluster {!r}: {}".format(names.name, reason))
 
 
-def up(names, count, rate, spec_path, cores=(), threads=0, say=print):
+def up(names, count, rate, spec_path, cores=(), threads=0, say=print, slurm=False, mpi=False):
     """Make the cluster (see the module docstring); returns its ``ClusterState``. ``rate`` in bit/s."""
     require_root("up")
     spec_path = os.path.abspath(spec_path)
-    _check_new(names, count, spec_path)
+    _check_new(names, count, spec_path, slurm, mpi)
     cores = tuple(tuple(cores[i % len(cores)]) for i in range(count)) if cores else ()
-    state = ClusterState(names.name, count, rate, spec_path, cores, threads)
+    state = ClusterState(names.name, count, rate, spec_path, cores, threads, slurm, mpi)
     try:
         make_private_dirs(names.state_dir)
         atomic_write_bytes(names.state_file, json.dumps(dataclasses.asdict(state)).encode())
@@ -88,6 +95,11 @@ def up(names, count, rate, spec_path, cores=(), threads=0, say=print):
             network.add_node(names, index, rate)
         sshd.make_keys(names, count)
         pids = [sshd.start(names, index) for index in range(count)]
+        if slurm:
+            say("cluster {!r}: starting munged, slurmctld and {} slurmd".format(names.name, count))
+            slurm_daemons.make(names, count)
+        if mpi:
+            mpi_files.make(names, count)
         write_spec(spec_path, names, spec_data(names, count, rate, cores, threads))
     except BaseException:
         down(names, say=lambda line: None)
@@ -105,6 +117,13 @@ def _made(names, state, pids):
             if index == 0 else "reached over SSH"
         yield "  node {}  {:<11} namespace {}  {}  sshd pid {}; {}".format(
             index, names.address(index), names.namespace(index), names.port(index), pids[index], role)
+    if state.slurm:
+        yield "  Slurm: slurmctld on {}:6817 (node 0), a slurmd on every node (named by its address), partition {}; " \
+              "`autodist cluster exec --name {} 0 -- sbatch SCRIPT` (it sets SLURM_CONF)".format(
+                  names.address(0), slurm_daemons.PARTITION, names.name)
+    if state.mpi:
+        yield "  MPI: `autodist cluster exec --name {} 0 -- mpirun -np {} ...` reaches every node over its sshd " \
+              "(hostfile and parameters in OMPI_MCA_mca_param_files)".format(names.name, state.nodes)
     yield "  files: {} (state.json, keys, known_hosts, sshd configs, pid files and logs)".format(names.state_dir)
     yield "  resource spec: {}".format(state.spec)
     yield "  remove it all with `autodist cluster down --name {}`".format(names.name)
@@ -132,7 +151,11 @@ def exec_argv(names, node, argv):
     require_root("exec")
     if not argv:
         raise ArgumentError("autodist cluster exec: no command given (autodist cluster exec NODE -- CMD ...)")
-    return ["ip", "netns", "exec", names.namespace(node_index(names, node))] + list(argv)
+    state = read_state(names)
+    env = dict(slurm_daemons.environment(names) if state is not None and state.slurm else {},
+               **(mpi_files.environment(names) if state is not None and state.mpi else {}))
+    prefix = ["env"] + ["{}={}".format(k, v) for k, v in sorted(env.items())] if env else []
+    return ["ip", "netns", "exec", names.namespace(node_index(names, node, state))] + prefix + list(argv)
 
 
 def link(names, node, action, rate=None):
@@ -159,6 +182,7 @@ def down(names, say=print):
     for index in range(max(count, _pid_files(names))):
         if sshd.stop(names, index):
             removed.append("sshd of node {}".format(index))
+    removed += slurm_daemons.stop(names, max(count, _pid_files(names)))
     namespaces, stuck = network.remove(names)
     removed += ["namespace " + ns for ns in namespaces]
     if state and is_ours(state.spec, names):

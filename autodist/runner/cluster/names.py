@@ -8,6 +8,10 @@ A cluster called ``NAME`` with N nodes is, on this machine::
     sshd               in node i's namespace on 10.77.0.<i+1>:22, pid file, config, log, host key
     files              ~/.autodist/clusters/NAME/: state.json, the client key, authorized_keys,
                        known_hosts, one sshd_<i>.* set per node; and the resource spec (``-o``)
+    --slurm            munged (its own key and socket) and slurmctld in node 0's namespace, slurmd_<i> in
+                       node i's (Slurm node name = its address); slurm.conf, cgroup.conf, state and spool
+                       directories, pid files and logs in the same directory
+    --mpi              mpi_hostfile and openmpi-mca-params.conf (mpirun reaches the nodes over their sshd)
 
 Interfaces live only inside the cluster's namespaces (none is ever created in
 the machine's own namespace), so removing the namespaces removes every link,
@@ -124,3 +128,36 @@ class ClusterNames:
 
     def sshd_log(self, index):
         return self._file("sshd_{}.log".format(index))
+
+    # -- Slurm and MPI (``--slurm``, ``--mpi``) ----------------------------------------------
+    def slurm_node(self, index):
+        """Node ``index``'s name in Slurm: its address (it resolves everywhere, no hosts file needed)."""
+        return self.address(index)
+
+    @property
+    def slurm_conf(self):
+        return self._file("slurm.conf")
+
+    @property
+    def cgroup_conf(self):   # Slurm reads it beside slurm.conf
+        return self._file("cgroup.conf")
+
+    @property
+    def slurmctld_state(self):
+        return self._file("slurmctld.state")
+
+    def slurm_daemon_file(self, daemon, suffix):
+        """``slurmctld.pid``, ``slurmd_10.77.0.2.log``: ``daemon`` is slurmctld or ``slurmd_<node name>``."""
+        return self._file("{}.{}".format(daemon, suffix))
+
+    def munge_file(self, suffix):
+        """munged's ``key``, ``socket``, ``pid``, ``log`` and ``seed``."""
+        return self._file("munge.{}".format(suffix))
+
+    @property
+    def mpi_hostfile(self):
+        return self._file("mpi_hostfile")
+
+    @property
+    def mpi_params(self):
+        return self._file("openmpi-mca-params.conf")

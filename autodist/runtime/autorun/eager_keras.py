@@ -17,7 +17,9 @@ runs the twin's distributed method::
 
 So the script's model holds the trained weights after ``fit`` (``save``,
 ``get_weights``, calling it eagerly work as on one device), and weights the
-script sets between calls (``load_weights``) are what the next call uses. The
+script sets between calls (``load_weights``) are what the next call uses;
+except in a job that resumes from ``autodist run --checkpoint-dir``: until the
+script is back at the checkpoint's step, the restored weights win. The
 twin's optimizer keeps its state across calls; the script's optimizer object is
 not updated. One model per script is distributed (one AutoDist runs one job).
 """

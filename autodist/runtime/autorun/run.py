@@ -107,7 +107,7 @@ class _Launcher:
         ad = self.autodist
         with graph.as_default(), ad.scope():
             ad.graph_item.copy_gradient_info_from(self.training_item(graph))
-            self.session = AutorunSession(ad.create_distributed_session(), graph)
+            self.session = AutorunSession(ad.create_distributed_session(), graph, ad.job.checkpoints)
         return self.session
 
     def make_session(self, target="", graph=None, config=None):
@@ -120,7 +120,7 @@ class _Launcher:
         graph = tf.compat.v1.get_default_graph()
         if self.training_item(graph) is None:
             return self.original["MonitoredTrainingSession"](**kwargs)
-        _check_monitored_arguments(kwargs)
+        _check_monitored_arguments(kwargs, self.autodist.job.checkpoints)
         hooks = list(kwargs.get("hooks") or [])
         if self.autodist.is_chief:
             hooks += list(kwargs.get("chief_only_hooks") or [])
@@ -196,7 +196,12 @@ def _distributed_of(session):
     return session.distributed_session
 
 
-def _check_monitored_arguments(kwargs):
+def _check_monitored_arguments(kwargs, checkpoints):
+    if kwargs.get("checkpoint_dir") and checkpoints is not None:
+        raise SessionError(
+            "MonitoredTrainingSession(checkpoint_dir={!r}) under autodist run --checkpoint-dir {}: both would save "
+            "and restore the job; keep one (the script's own, or the option's)".format(kwargs["checkpoint_dir"],
+                                                                                      checkpoints.dir))
     if kwargs.get("summary_dir"):
         raise SessionError(
             "MonitoredTrainingSession(summary_dir=...) is not supported by autodist run: every node would write "

@@ -16,6 +16,9 @@ NoOps whose control inputs are the initializers, one level per device):
 so that a script's ``sess.run(tf.compat.v1.global_variables_initializer())``
 does not reset what the other nodes are training, while resetting metrics
 (local variables) still works.
+
+Under ``autodist run --checkpoint-dir`` a resumed script's training calls up
+to the checkpoint's step are passed over (``autorun.checkpoints.skipped_call``).
 """
 import contextlib
 
@@ -23,6 +26,7 @@ import tensorflow as tf
 from tensorflow.python.client import session as tf_session
 from tensorflow.python.framework import stack as tf_stack
 
+from autodist.runtime.autorun.checkpoints import skipped_call
 from autodist.runtime.session.fetch_mapping import flatten_fetches
 
 __all__ = ["AutorunSession"]
@@ -33,8 +37,9 @@ _MAX_GROUP_DEPTH = 16   # tf.group nests one level per device; deeper NoOp chain
 class AutorunSession(tf_session.SessionInterface):
     """``DistributedSession`` with tf.compat.v1.Session's defaults and initializer handling."""
 
-    def __init__(self, distributed, graph):
+    def __init__(self, distributed, graph, checkpoints=None):
         self._distributed = distributed
+        self._checkpoints = checkpoints   # autorun.checkpoints.ScriptCheckpoints, or None
         self._graph = graph
         self._expanded = {}   # op name -> the op names to run instead ([] for a skipped initializer)
         self._contexts = []
@@ -95,6 +100,13 @@ class AutorunSession(tf_session.SessionInterface):
         return None
 
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+        checkpoints = self._checkpoints
+        if checkpoints is not None and checkpoints.skipping and self._distributed.trains(fetches) and \
+                checkpoints.skip():
+            return skipped_call(self._distributed, fetches, feed_dict, lambda f, feeds: self._run(f, feeds))
+        return self._run(fetches, feed_dict, options, run_metadata)
+
+    def _run(self, fetches, feed_dict=None, options=None, run_metadata=None):
         leaves, pack = flatten_fetches(fetches)
         wanted, slots = [], []
         for leaf in leaves:

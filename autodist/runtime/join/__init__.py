@@ -7,7 +7,8 @@ order. ``AutoDist()`` without a spec file (or with one and
 in a job the chief launches, with no SSH and no shared file system:
 
     places      where this process is: one resolver per source
-    rendezvous  MPI only: the ranks' addresses, exchanged through the chief
+    slurm_tasks which node each task of srun runs on, for every task distribution
+    rendezvous  the processes' addresses, exchanged at the start (MPI, Slurm's arbitrary distribution)
     cluster     the job's resource spec, the same in every process
     peers       the start-up barrier (bounded, naming whom it waits for) and the watch
     exchange    messages over the job's own TensorFlow servers (the plan, "done")

@@ -8,18 +8,20 @@ each finds its place from its own environment (no process launches another):
                     SageMaker                            (the chief, or worker 0 without one, is the chief;
                                                          evaluators are not in the job; ps tasks join as
                                                          CPU-only nodes with AUTODIST_INCLUDE_PS=1)
-    Slurm tasks     srun --ntasks=N (SLURM_PROCID,       every host (SLURM_STEP_NODELIST, else
-                    SLURM_NTASKS > 1)                    SLURM_JOB_NODELIST); task 0 is the chief
+    Slurm tasks     srun --ntasks=N (SLURM_PROCID,       every task's node, one task a node, by the step's
+                    SLURM_NTASKS > 1)                    distribution (``slurm_tasks``; arbitrary: exchanged
+                                                         at start-up); task 0 is the chief
     MPI             mpirun -np N (OMPI_COMM_WORLD_RANK   this rank and the size; the chief's address in
                     / PMI_RANK and their sizes)          AUTODIST_CHIEF_ADDRESS (rank 0's host); the
                                                          others' addresses are exchanged at start-up
-                                                         (``rendezvous``)
+                                                         (``rendezvous``): each rank's is the address of
+                                                         its interface that routes to the chief
     a spec file     you: AUTODIST_NODE_ADDRESS=<one of   the spec's nodes; this process is that node
                     the spec's addresses>
 
 Ports (the TensorFlow server of each process): TF_CONFIG's; otherwise one rule,
-task k listens on ``AUTODIST_PORT + k`` (default 29400 + k; under MPI the
-chief's start-up exchange also takes ``AUTODIST_PORT + size``), so that the
+task k listens on ``AUTODIST_PORT + k`` (default 29400 + k; a start-up
+exchange, MPI's and Slurm's arbitrary one, also takes ``AUTODIST_PORT + size``), so that the
 ports are distinct also when several nodes share a machine. Devices: every node has the devices this process sees,
 ``AUTODIST_CPUS_PER_NODE`` CPU replicas (default 1) when it has no GPU, or its
 visible GPUs (``AUTODIST_GPUS_PER_NODE`` to say how many); a spec file says
@@ -33,7 +35,7 @@ from typing import Dict, Optional, Tuple
 from autodist.errors import ResourceSpecError
 from autodist.spec.convert import expand_hostlist, parse_tf_config
 
-__all__ = ["Place", "resolve", "platform_started", "advertised_host", "EXIT_RETRY", "DEFAULT_PORT", "NODE_ADDRESS_ENV",
+__all__ = ["Place", "resolve", "platform_started", "advertised_host", "route_address", "EXIT_RETRY", "DEFAULT_PORT", "NODE_ADDRESS_ENV",
            "CHIEF_ADDRESS_ENV", "ADVERTISE_ENV"]
 
 DEFAULT_PORT = 29400
@@ -60,6 +62,9 @@ class Place:
     gpus: int = 0
     spec_path: Optional[str] = None              # a spec file's path (source "spec")
     roles: Dict[int, str] = dataclasses.field(default_factory=dict)   # rank -> "ps" for parameter-server tasks
+    rendezvous: Optional[str] = None             # "host:port" of the start-up exchange, when ``servers`` is None
+    serves_rendezvous: bool = False              # this process serves it
+    host: Optional[str] = None                   # this process's host as the others reach it (None: found then)
 
     @property
     def is_chief(self):
@@ -130,16 +135,15 @@ def _from_tf_config(environ):
 
 
 def _from_slurm(environ):
-    source = "SLURM_STEP_NODELIST" if environ.get("SLURM_STEP_NODELIST") else "SLURM_JOB_NODELIST"
-    hosts = expand_hostlist(environ.get(source), source)
-    size, rank = _int(environ, "SLURM_NTASKS"), _int(environ, "SLURM_PROCID")
-    if size % len(hosts) or size < len(hosts):
-        raise ResourceSpecError("{} tasks over {} hosts: autodist needs the same number of tasks on every host "
-                                "(srun --ntasks-per-node)".format(size, len(hosts)), key="SLURM_NTASKS")
-    per_host = size // len(hosts)   # Slurm's block distribution: task i on host i // per_host
-    servers = _by_rule([h for h in hosts for _ in range(per_host)], _port(environ))
+    from autodist.runtime.join.slurm_tasks import slurm_tasks
+    tasks = slurm_tasks(environ, lambda name: _int(environ, name))
+    port = _port(environ)
     cpus, gpus = _devices(environ)
-    return Place("Slurm", rank, size, 0, servers, servers[0], cpus, gpus)
+    if tasks.hosts is None:   # srun's arbitrary distribution: the tasks tell each other their nodes at the start
+        return Place("Slurm", tasks.rank, tasks.size, 0, None, None, cpus, gpus, rendezvous="{}:{}".format(
+            tasks.first, port + tasks.size), serves_rendezvous=tasks.serves_exchange, host=tasks.own)
+    servers = _by_rule(tasks.hosts, port)
+    return Place("Slurm", tasks.rank, tasks.size, 0, servers, servers[0], cpus, gpus)
 
 
 def _from_mpi(environ):
@@ -151,7 +155,9 @@ def _from_mpi(environ):
                                 "the other ranks reach it), e.g. mpirun -x {}=node0 ...".format(CHIEF_ADDRESS_ENV),
                                 key=CHIEF_ADDRESS_ENV)
     cpus, gpus = _devices(environ)
-    return Place("MPI", rank, size, 0, None, "{}:{}".format(chief, _port(environ) + size), cpus, gpus)
+    host = environ.get(ADVERTISE_ENV, "").strip() or (chief if rank == 0 else None)   # None: the route to the chief
+    return Place("MPI", rank, size, 0, None, None, cpus, gpus, rendezvous="{}:{}".format(chief, _port(environ) + size),
+                 serves_rendezvous=rank == 0, host=host)
 
 
 def _from_spec(environ, spec):
@@ -195,7 +201,30 @@ def resolve(environ, spec=None):
     return {"TF_CONFIG": _from_tf_config, "Slurm": _from_slurm, "MPI": _from_mpi}[source](environ)
 
 
-def advertised_host(environ):
-    """This host as the other hosts reach it (MPI's rendezvous sends it to the chief):
-    ``AUTODIST_ADVERTISE_ADDRESS``, else the host's fully qualified name."""
-    return environ.get(ADVERTISE_ENV, "").strip() or socket.getfqdn()
+def route_address(host, port):
+    """The address of this machine's interface that routes to ``host`` (no packet is sent), or None."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)
+    except socket.gaierror:
+        return None
+    for family, kind, proto, _, address in infos:
+        with socket.socket(family, kind, proto) as sock:
+            try:
+                sock.connect(address)   # a datagram socket's connect only picks the route
+                return sock.getsockname()[0]
+            except OSError:
+                continue
+    return None
+
+
+def advertised_host(place):
+    """This process's host as the others reach it, for the start-up exchange: its place's (the chief's address
+    under MPI, the Slurm node's name, ``AUTODIST_ADVERTISE_ADDRESS``), else the address of the interface that
+    routes to the exchange's host (run once that host answers), else the host's fully qualified name."""
+    if place.host:
+        return place.host
+    host, _, port = place.rendezvous.rpartition(":")
+    found = route_address(host.strip("[]"), int(port))
+    if found is None:
+        return socket.getfqdn()
+    return "[{}]".format(found) if ":" in found else found

@@ -2,7 +2,7 @@
 
     every process (the same command)        AutoDist()  or  autodist run train.py
         place    = places.resolve(environ)      TF_CONFIG, Slurm tasks, MPI, a spec file + AUTODIST_NODE_ADDRESS
-        (MPI)    the ranks' addresses            rendezvous on the chief's start-up server
+        (some)   the processes' addresses        exchanged at the start (MPI, Slurm's arbitrary distribution)
         server   this node's, in this process    the job's cluster, task = the address's rank
         barrier  every server accepts            bounded, names whom it waits for
     the chief, at its first session         plans (AutoStrategy included), sends every other process
@@ -81,7 +81,7 @@ class PlatformJob:
         place = places.resolve(environ, spec)
         if place.servers is None:
             from autodist.runtime.join.rendezvous import exchange_addresses
-            place = exchange_addresses(place, environ, ready_timeout, say)
+            place = exchange_addresses(place, ready_timeout, say)
         spec = job_spec(place, spec)
         servers = {node.address: server for node, server in zip(_by_rank(spec, place), place.servers)}
         digest = hashlib.sha1(json.dumps(sorted(servers.items())).encode()).hexdigest()[:12]
@@ -131,21 +131,24 @@ class PlatformJob:
 
     # -- the end ---------------------------------------------------------------------------
     def finish(self):
-        """At a normal end: the others say done and wait for the chief to leave; the chief waits for them."""
+        """At a normal end: the others say done and wait for the chief to leave; the chief waits for them.
+        True when every process of the job said it is done (for the chief; the others: when they said it)."""
         if self.watch is not None:
             self.watch.stop()
         chief, own = self.context.chief_task, self.context.task_index
         if self.context.num_tasks == 1:
-            return
+            return True
         try:
             if own != chief:
                 exchange.send(self.context.target, own, self.context.job_id, "done", chief, [b"done"], DONE_TIMEOUT)
                 peers.await_gone(self.context.cluster_spec()["worker"][chief], DONE_TIMEOUT)
-                return
+                return True
             exchange.receive(self.context.target, own, self.context.job_id, "done", own,
                              self.context.num_tasks - 1, DONE_TIMEOUT, "waited for the other processes to end")
+            return True
         except JoinError as e:
             print("autodist: {}".format(e), file=sys.stderr, flush=True)
+            return False
 
 
 def check_versions(chiefs, mine, me, chief):

@@ -1,15 +1,20 @@
-"""MPI's start-up exchange: every rank learns every other rank's address from the chief.
+"""The start-up exchange: every process learns every other process's address from one of them.
 
-``mpirun`` tells a rank only its rank and the job's size; the chief's address
-comes in ``AUTODIST_CHIEF_ADDRESS``. Before any training server can start (its
-cluster must list everyone), the chief serves a one-task TensorFlow server on
-``AUTODIST_PORT + size`` and the others register with it through a session on
+``mpirun`` tells a rank only its rank and the job's size, and Slurm's
+arbitrary distribution tells a task only its own node. Before any training
+server can start (its cluster must list everyone), one process serves a
+one-task TensorFlow server on ``AUTODIST_PORT + size`` at an address every
+process knows (MPI: the chief's, ``AUTODIST_CHIEF_ADDRESS``; Slurm: the
+step's first node) and the others register with it through a session on
 that server::
 
-    rank k: enqueue "k host:port" ---> [register] on the chief <--- dequeue size-1 : chief
-    rank k: dequeue <--------------- [cluster/k]  <---------------- enqueue the list : chief
+    process k: enqueue "k host:port" ---> [register] on the server <--- dequeue size-1 : server
+    process k: dequeue <--------------- [cluster/k]  <---------------- enqueue the list : server
 
-Every wait is bounded by the job's ready timeout and names what it waits for.
+A process's host is its place's (the chief's address, the Slurm node), else
+the address of its interface that routes to the exchange's host
+(``places.advertised_host``). Every wait is bounded by the job's ready
+timeout and names what it waits for.
 """
 import dataclasses
 import json
@@ -33,30 +38,30 @@ def _queue(name):
                                   name=name.replace("/", "_"))
 
 
-def exchange_addresses(place, environ, timeout, say):
-    """``place`` with every rank's "host:port" (rank k's server: the chief's base port + 1 + k... by the rule)."""
-    base = int(place.chief_server.rpartition(":")[2]) - place.size
-    own = "{}:{}".format(advertised_host(environ), base + place.rank)
-    target = "grpc://" + place.chief_server
-    if place.is_chief:
-        _SERVERS.append(tf.distribute.Server({_JOB: [place.chief_server]}, job_name=_JOB, task_index=0))
+def exchange_addresses(place, timeout, say):
+    """``place`` with every process's "host:port" (process k's server: the base port + k, by the rule)."""
+    base = int(place.rendezvous.rpartition(":")[2]) - place.size
+    target = "grpc://" + place.rendezvous
+    if place.serves_rendezvous:
+        _SERVERS.append(tf.distribute.Server({_JOB: [place.rendezvous]}, job_name=_JOB, task_index=0))
         others = place.size - 1
         registered = run_ops(target, lambda: _queue("register").dequeue_many(others), timeout,
-                             "waited for the other {} ranks to register".format(others)) if others else []
+                             "waited for the other {} processes to register".format(others)) if others else []
         servers = [None] * place.size
-        servers[place.rank] = own
+        servers[place.rank] = "{}:{}".format(advertised_host(place), base + place.rank)
         for entry in registered:
             rank, server = entry.decode().split(" ", 1)
             servers[int(rank)] = server
         text = json.dumps(servers).encode()
         run_ops(target, lambda: tf.group(*[_queue("cluster/{}".format(r)).enqueue(text)
                                            for r in range(place.size) if r != place.rank]), timeout,
-                "could not send the ranks their cluster")
+                "could not send the processes their cluster")
     else:
-        peers.await_peers({0: place.chief_server}, {0: "the chief's start-up exchange " + place.chief_server},
-                          timeout, say)
+        peers.await_peers({0: place.rendezvous}, {0: "the start-up exchange " + place.rendezvous}, timeout, say)
+        own = "{}:{}".format(advertised_host(place), base + place.rank)   # its host answers: the route is known
         run_ops(target, lambda: _queue("register").enqueue("{} {}".format(place.rank, own)), timeout,
-                "could not register with the chief at " + place.chief_server)
+                "could not register with the start-up exchange at " + place.rendezvous)
         servers = json.loads(run_ops(target, lambda: _queue("cluster/{}".format(place.rank)).dequeue(), timeout,
-                                     "waited for the cluster from the chief at " + place.chief_server).decode())
+                                     "waited for the cluster from the start-up exchange at " +
+                                     place.rendezvous).decode())
     return dataclasses.replace(place, servers=tuple(servers), chief_server=servers[place.chief])

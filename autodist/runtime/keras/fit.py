@@ -117,10 +117,15 @@ class KerasRunner:
                 "with" if self._train_weighted else "without", self._train_traced_by))
 
     def _give_pending_weights(self):
-        """Every replica gets the chief's ``pending_weights`` (``autodist run``'s eager model), once traced."""
+        """Every replica gets the chief's ``pending_weights`` (``autodist run``'s eager model), once traced; not
+        while a resumed job is before its checkpoint's step (``autodist run --checkpoint-dir``): the restored
+        weights are later ones. Every node knows that once its session is open (a platform-started job's with
+        the chief's plan), so all take the same way."""
         if self.pending_weights is not None:
             self._assignment()
-            self._state.load_chiefs(self.pending_weights)
+            checkpoints = self._job.checkpoints
+            if checkpoints is None or not checkpoints.skipping:
+                self._state.load_chiefs(self.pending_weights)
             self.pending_weights = None
 
     def _route_state(self):
@@ -188,6 +193,8 @@ class KerasRunner:
         batch_size = scaled_batch_size("model.fit", x, batch_size, self._ad.batch_scale)   # keep_per_replica_batch
         batches = Batches.of("fit", x, y, sample_weight, batch_size, shuffle, class_weight, steps_per_epoch)
         self._trace(batches.example(), "fit")
+        if self._job.checkpoints is not None:
+            self._assignment()   # the session opens (a resumed job restores its checkpoint) before a step is passed
         callbacks = self._callbacks(callbacks, verbose, epochs=epochs, steps=batches.steps())
         val = None if validation_data is None else _validation(validation_data, validation_batch_size or batch_size,
                                                                 validation_steps)
@@ -195,7 +202,10 @@ class KerasRunner:
         callbacks.on_train_begin()
         epoch_logs = None
         for epoch in range(initial_epoch, epochs):
-            epoch_logs = self._fit_epoch(batches, epoch, callbacks)
+            logs = self._fit_epoch(batches, epoch, callbacks)
+            if logs is None:   # every step of the epoch is in the checkpoint the job resumed from
+                continue
+            epoch_logs = logs
             if val is not None and (epoch + 1) % validation_freq == 0:
                 val_logs = self._evaluate_loop(val(), callbacks)
                 epoch_logs.update({"val_" + name: value for name, value in val_logs.items()})
@@ -208,17 +218,33 @@ class KerasRunner:
         return self.model.history
 
     def _fit_epoch(self, batches, epoch, callbacks):
-        base = self._read()       # the job's training metric state so far: this epoch's is what it adds
-        callbacks.on_epoch_begin(epoch)
-        logs = {}
+        """The epoch's logs; None when every step of it was passed over (``autodist run --checkpoint-dir``'s
+        resume: the batches are drawn, the steps the checkpoint holds are not run, nor their callbacks)."""
+        base, logs, passed = None, {}, 0
+        checkpoints = self._job.checkpoints
         for step, batch in enumerate(batches.epoch(epoch)):
+            if checkpoints is not None and checkpoints.skip():
+                passed += 1
+                continue
+            if base is None:
+                base = self._begin_epoch(epoch, callbacks)
             callbacks.on_train_batch_begin(step)
             self._run_train(batch)
             logs = self._logs([now - before for now, before in zip(self._read(), base)], self.steps.train_results)
             callbacks.on_train_batch_end(step, logs)
             if self.model.stop_training:
                 break
+        if base is None:
+            if passed:
+                return None
+            self._begin_epoch(epoch, callbacks)   # an epoch without batches
         return dict(logs)
+
+    def _begin_epoch(self, epoch, callbacks):
+        """The job's training metric state so far (this epoch's logs are what it adds), and the epoch begins."""
+        base = self._read()
+        callbacks.on_epoch_begin(epoch)
+        return base
 
     def _evaluate_loop(self, batches, callbacks):
         callbacks.on_test_begin()

@@ -183,6 +183,14 @@ class DistributedSession(tf_session.SessionInterface):
     def sess_str(self):
         return self._session.sess_str
 
+    def trains(self, fetches):
+        """Whether running ``fetches`` runs a training op: the call is a training step."""
+        return self._mapper.trains(flatten_fetches(fetches)[0])
+
+    def element(self, fetch):
+        """The op or tensor of the user's graph that ``fetch`` names (a name, a tensor, an op, a variable)."""
+        return self._mapper.element(fetch)
+
     def _check_graph(self, items):
         """Refuse fetches and feeds of ops created after the session (the distributed graph lacks them)."""
         if self._original.version == self._version:

@@ -5,7 +5,7 @@ import pytest
 
 from autodist.errors import ResourceSpecError
 from autodist.runtime.join.cluster import job_spec
-from autodist.runtime.join.places import platform_started, resolve
+from autodist.runtime.join.places import advertised_host, platform_started, resolve, route_address
 from autodist.spec.resource_spec import ResourceSpec
 
 CLUSTER = {"chief": ["10.0.0.1:2222"], "worker": ["10.0.0.2:2222", "10.0.0.3:2222"], "ps": ["10.0.0.9:2222"],
@@ -42,11 +42,41 @@ def test_slurm_tasks_take_the_port_rule_and_one_task_per_host():
     assert platform_started(environ) == "Slurm"
     place = resolve(environ)
     assert place.servers == ("n1:30000", "n2:30001", "n3:30002") and place.rank == 1
-    with pytest.raises(ResourceSpecError, match="same number of tasks on every host"):
+    with pytest.raises(ResourceSpecError, match="4 tasks over 3 nodes, and SLURM_STEP_TASKS_PER_NODE does not say"):
         resolve(dict(environ, SLURM_NTASKS="4"))
-    with pytest.raises(ResourceSpecError, match="one process per node"):
-        job_spec(resolve(dict(environ, SLURM_NTASKS="6")))
+    with pytest.raises(ResourceSpecError, match=r"several processes of the job run on n1 \(2 tasks\), n2 \(2 "
+                                                r"tasks\), n3 \(2 tasks\): autodist runs one process per node"):
+        resolve(dict(environ, SLURM_NTASKS="6"))
     assert platform_started(dict(environ, SLURM_NTASKS="1")) is None   # one task: the launcher mode's
+
+
+# What srun set in each task on two hosts of ``autodist cluster up --slurm`` (Slurm 22.05): -m cyclic -w n2,n1
+# runs task 0 on the first node of the step's list; -m arbitrary -w n2,n1 runs it on n2.
+STEP = {"SLURM_NTASKS": "2", "SLURM_STEP_ID": "0", "SLURM_STEP_NODELIST": "n[1-2]",
+        "SLURM_STEP_TASKS_PER_NODE": "1(x2)", "AUTODIST_PORT": "30000"}
+
+
+@pytest.mark.parametrize("distribution", ["block", "cyclic", "plane=1", "cyclic:cyclic"])
+def test_one_task_a_node_is_task_k_on_node_k_but_arbitrary(distribution):
+    task = dict(STEP, SLURM_DISTRIBUTION=distribution, SLURM_PROCID="1", SLURMD_NODENAME="n2", SLURM_NODEID="1")
+    place = resolve(task)
+    assert place.servers == ("n1:30000", "n2:30001") and place.rendezvous is None
+    with pytest.raises(ResourceSpecError, match="task 1 runs on n1, and the .* distribution of nodes n1, n2 puts "
+                                                "it on n2"):
+        resolve(dict(task, SLURMD_NODENAME="n1"))
+
+
+def test_under_arbitrary_the_tasks_exchange_their_nodes_through_node_zero():
+    chief = dict(STEP, SLURM_DISTRIBUTION="arbitrary", SLURM_PROCID="0", SLURMD_NODENAME="n2", SLURM_NODEID="1")
+    place = resolve(chief)
+    assert (place.servers, place.rendezvous, place.serves_rendezvous, place.host) == (None, "n1:30002", False, "n2")
+    other = resolve(dict(chief, SLURM_PROCID="1", SLURMD_NODENAME="n1", SLURM_NODEID="0"))
+    assert (other.rank, other.serves_rendezvous, other.host) == (1, True, "n1")
+    with pytest.raises(ResourceSpecError, match="SLURM_STEP_TASKS_PER_NODE.*1,2 gives 3 tasks on 2 nodes, but the "
+                                                "step has 2 tasks"):
+        resolve(dict(chief, SLURM_STEP_TASKS_PER_NODE="1,2"))
+    with pytest.raises(ResourceSpecError, match="SLURM_STEP_TASKS_PER_NODE.*expected Slurm's tasks per node"):
+        resolve(dict(chief, SLURM_STEP_TASKS_PER_NODE="two"))
 
 
 def test_mpi_needs_the_chiefs_address_and_learns_the_others_at_the_start():
@@ -54,7 +84,19 @@ def test_mpi_needs_the_chiefs_address_and_learns_the_others_at_the_start():
     with pytest.raises(ResourceSpecError, match="AUTODIST_CHIEF_ADDRESS"):
         resolve(environ)
     place = resolve(dict(environ, AUTODIST_CHIEF_ADDRESS="head", AUTODIST_PORT="30000"))
-    assert place.servers is None and place.chief_server == "head:30004" and (place.rank, place.size) == (2, 4)
+    assert place.servers is None and place.rendezvous == "head:30004" and (place.rank, place.size) == (2, 4)
+    assert place.host is None and not place.serves_rendezvous   # its address: the route to the chief, found then
+    chief = resolve(dict(environ, OMPI_COMM_WORLD_RANK="0", AUTODIST_CHIEF_ADDRESS="head"))
+    assert chief.serves_rendezvous and chief.host == "head"
+
+
+def test_a_ranks_address_is_its_interface_that_routes_to_the_exchange():
+    place = resolve({"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2", "AUTODIST_CHIEF_ADDRESS": "127.0.0.3"})
+    assert advertised_host(place) == "127.0.0.1"   # loopback routes 127/8 from 127.0.0.1
+    assert route_address("name.invalid", 9) is None   # a name that never resolves: the host's name instead
+    named = resolve({"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2", "AUTODIST_CHIEF_ADDRESS": "head",
+                     "AUTODIST_ADVERTISE_ADDRESS": "node7"})
+    assert advertised_host(named) == "node7"
 
 
 def test_a_spec_file_and_a_node_address(tmp_path):
