@@ -90,6 +90,8 @@ class Resumer:
         self._heading = heading
         self._saver = None
         self._step = None       # {key: spec} of the global step
+        self.session = None     # the DistributedSession saved from (None until ``start``: nothing to save)
+        self.last = (None, time.monotonic())    # (step, time) of the last save
 
     @property
     def restore_from(self):
@@ -98,8 +100,6 @@ class Resumer:
     @restore_from.setter
     def restore_from(self, value):   # a platform-started job's process learns it with the chief's plan
         self._restore_from = value
-        self.session = None     # the DistributedSession saved from
-        self.last = (None, time.monotonic())    # (step, time) of the last save
 
     def start(self, session, global_step):
         """Restore-or-initialize ``session`` (every node, at the same point), then remember it for saves."""
