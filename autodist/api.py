@@ -48,7 +48,7 @@ from autodist.capture.keras import guard_keras_loops, on_compile
 from autodist.capture.optimizers import capture_optimizers
 from autodist.errors import SessionError, StrategyError
 from autodist.runtime.job import Job, script_argv
-from autodist.runtime.limits import check_job_arguments
+from autodist.runtime.limits import MAX_ACCUMULATION_STEPS, check_job_arguments
 from autodist.runtime.notices import notice
 from autodist.runtime.recovery.restart import attempt_of, supervise_script
 from autodist.runtime.watch.stall import DEFAULT_STALL_TIMEOUT
@@ -285,9 +285,9 @@ def _local_replicas(ad):
 def _check_accumulation_steps(steps):
     if steps is None:
         return
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise StrategyError("AutoDist(accumulation_steps={!r}): expected a whole number of calls, 1 or more "
-                            "(1: synchronize at every call)".format(steps))
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_ACCUMULATION_STEPS:
+        raise StrategyError("AutoDist(accumulation_steps={!r}): expected a whole number of calls from 1 to {} "
+                            "(1: synchronize at every call)".format(steps, MAX_ACCUMULATION_STEPS))
 
 
 def _new_chief(environ):
