@@ -42,6 +42,29 @@ def test_a_failing_script_is_reported_and_finds_nothing(tmp_path):
     assert "cannot be run" in Discovery(os.path.join(str(tmp_path), "missing")).find().problem
 
 
+def _alive(pid):
+    try:
+        with open("/proc/{}/stat".format(pid)) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def test_a_script_that_times_out_is_ended_with_its_children(tmp_path):
+    # subprocess.run(timeout=) killed only the script: its children (here a sleep) lived on
+    import time
+    pid_file = tmp_path / "child.pid"
+    path = tmp_path / "hosts.sh"
+    path.write_text("#!/bin/sh\nsleep 300 &\necho $! > {}\nsleep 300\n".format(pid_file))
+    path.chmod(0o755)
+    assert "did not finish within 1 s" in Discovery(str(path), timeout=1.0).find().problem
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child)
+
+
 def test_wanted_nodes_keep_the_chief_and_the_limit_and_skip_what_is_set_aside():
     said = []
     members = Membership(_spec(), 1, 2, backoff=10.0, say=said.append)
