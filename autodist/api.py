@@ -54,7 +54,7 @@ from autodist.runtime.recovery.restart import attempt_of, supervise_script
 from autodist.runtime.watch.stall import DEFAULT_STALL_TIMEOUT
 from autodist.runtime.autorun.user_script import (SessionRequested, intercept_session_requests,
                                                  session_requests_intercepted)
-from autodist.runtime.elastic import batch_scale_of, elastic_settings, supervise_elastic
+from autodist.runtime.elastic import DEFAULT_SETTLE, batch_scale_of, elastic_settings, supervise_elastic
 from autodist.runtime.join.entry import platform_job
 
 __all__ = ["AutoDist", "SessionRequested", "intercept_session_requests"]
@@ -103,7 +103,8 @@ class AutoDist:
     saves a checkpoint at a step boundary and relaunches on the new set, the
     global batch kept (``keep_per_replica_batch``: the per-replica one, see
     ``batch_scale``); ``discovery_interval``, ``host_backoff``,
-    ``preemption_grace`` in seconds.
+    ``preemption_grace`` in seconds; ``discovery_settle``: s a host must stay
+    listed (or missing) before the job re-plans.
 
     Without ``resource_spec_file`` (or with one and ``AUTODIST_NODE_ADDRESS``)
     the process joins a job the platform started: Kubernetes' TF_CONFIG,
@@ -118,7 +119,7 @@ class AutoDist:
                  checkpoint_dir=None, save_every=None, launcher=None, accumulation_steps=None, uneven_inputs=None,
                  auto_shard=None, elastic=False, host_discovery_script=None, max_nodes=None, discovery_interval=5.0,
                  host_backoff=60.0, preemption_signal="SIGTERM", preemption_grace=30.0, keep_per_replica_batch=False,
-                 ready_timeout=None):
+                 ready_timeout=None, discovery_settle=DEFAULT_SETTLE):
         from autodist.spec.resource_spec import ResourceSpec
         _check_accumulation_steps(accumulation_steps)
         self._inputs = (check_uneven_policy(uneven_inputs), auto_shard_policy(auto_shard))
@@ -129,7 +130,8 @@ class AutoDist:
         self._resource_spec = platform.spec if platform is not None else spec
         elastic = None if platform is not None else elastic_settings(
             self._resource_spec, elastic, host_discovery_script, min_nodes, max_nodes, discovery_interval,
-            host_backoff, preemption_signal, preemption_grace, max_restarts, restart_backoff, keep_per_replica_batch)
+            host_backoff, preemption_signal, preemption_grace, max_restarts, restart_backoff, keep_per_replica_batch,
+            settle=discovery_settle)
         check_job_arguments(self._resource_spec, total_steps, stall_timeout, max_restarts, restart_backoff, min_nodes,
                             restarted=attempt_of(os.environ) is not None or elastic is not None)
         self._graph_item = None

@@ -44,6 +44,7 @@ from autodist.runtime.context import JobContext
 from autodist.runtime.ending import JobEnding, close_at_exit, leave_if_stuck
 from autodist.runtime.launch.coordinator import Coordinator
 from autodist.runtime.elastic.attempt import ElasticAttempt
+from autodist.runtime.elastic.membership import with_hosts
 from autodist.runtime.elastic.preemption import install_member_handler
 from autodist.runner.srun import pick_launcher
 from autodist.runtime.launch.member_server import serve
@@ -120,6 +121,8 @@ class Job(JobEnding):
         self._platform = platform   # a job the platform started (``runtime.join``): every process joins it
         self.on_handoff = []        # callables(the chief's worker_env), on the other processes of such a job
         self._context = platform.context if platform is not None else context if context is not None else env_context
+        if self._context is not None:   # an elastic job's hosts that joined through the spec's node template
+            resource_spec = with_hosts(resource_spec, self._context.addresses)
         self._parent = os.getppid()
         self._coordinator = None
         self._node_failed = False   # the job ended through another node's failure (``ending.leave_if_stuck``)

@@ -17,7 +17,8 @@ import numbers
 from autodist.errors import ArgumentError
 from autodist.runtime.watch.stall import QUIET_AFTER
 
-__all__ = ["MIN_STALL_TIMEOUT", "MAX_SECONDS", "MAX_ACCUMULATION_STEPS", "whole", "accumulation_steps", "seconds", "stall_timeout", "restart_backoff",
+__all__ = ["MIN_STALL_TIMEOUT", "MAX_SECONDS", "MAX_ACCUMULATION_STEPS", "whole", "accumulation_steps", "seconds",
+           "stall_timeout", "restart_backoff",
            "check_min_nodes", "check_job_arguments"]
 
 #: Nodes report once a second, and one unheard for QUIET_AFTER s counts as quiet: a stall timeout not

@@ -126,18 +126,20 @@ class _Launcher:
             hooks += list(kwargs.get("chief_only_hooks") or [])
         _check_hooks(hooks)
         if kwargs.get("checkpoint_dir"):
-            hooks.insert(0, self.resume_hook(kwargs))
+            hooks.insert(0, self.resume_hook(kwargs, hooks))
         creator = _SessionCreator(self, graph)
         return self.original["MonitoredSession"](session_creator=creator, hooks=hooks,
                                                  stop_grace_period_secs=kwargs.get("stop_grace_period_secs", 120))
 
-    def resume_hook(self, kwargs):
+    def resume_hook(self, kwargs, hooks):
         """Restore-or-initialize and periodic saves for ``checkpoint_dir`` (``autodist.checkpoint.resume``).
 
         The chief looks for the newest checkpoint before it launches the job and
         tells the other nodes (``RESTORE_ENV``), so all of them join the restore.
+        A checkpoint at the last step of the script's ``StopAtStepHook`` ends the
+        session before its first step (a restarted or elastic job that reached it).
         """
-        from autodist.checkpoint.resume import RESTORE_ENV, ResumeHook, newest_checkpoint
+        from autodist.checkpoint.resume import RESTORE_ENV, ResumeHook, last_step_of, newest_checkpoint
         ad = self.autodist
         if ad.is_chief:
             restore_from = newest_checkpoint(kwargs["checkpoint_dir"])
@@ -148,7 +150,7 @@ class _Launcher:
         attempt = ad.job.attempt
         hook = ResumeHook(kwargs["checkpoint_dir"], restore_from, ad.is_chief, _distributed_of,
                           lambda text: notice(None, text), save_steps=steps, save_secs=None if steps else secs,
-                          heading="attempt {}: ".format(attempt) if attempt else "")
+                          heading="attempt {}: ".format(attempt) if attempt else "", last_step=last_step_of(hooks))
         ad.job.before_term.append(hook.save_now)   # SIGTERM: a last checkpoint, then the job stops
         ad.job.on_handoff.append(hook.adopt)       # a platform-started job: the decision comes with the plan
         return hook
