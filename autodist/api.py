@@ -55,6 +55,7 @@ from autodist.runtime.watch.stall import DEFAULT_STALL_TIMEOUT
 from autodist.runtime.autorun.user_script import (SessionRequested, intercept_session_requests,
                                                  session_requests_intercepted)
 from autodist.runtime.elastic import DEFAULT_SETTLE, batch_scale_of, elastic_settings, supervise_elastic
+from autodist.runtime.elastic.membership import replica_count
 from autodist.runtime.join.entry import platform_job
 
 __all__ = ["AutoDist", "SessionRequested", "intercept_session_requests"]
@@ -193,6 +194,12 @@ class AutoDist:
     def num_workers(self):
         """The number of nodes (one process each) in the job."""
         return self._job.num_workers
+
+    @property
+    def num_replicas(self):
+        """The replicas of the whole job: every node's GPUs, or the CPUs it lists when it has none. The update of a
+        synchronous step is the mean of their gradients (scale a loss summed over a replica's rows by it)."""
+        return replica_count(self._resource_spec)
 
     @property
     def batch_scale(self):

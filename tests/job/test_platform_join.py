@@ -243,3 +243,16 @@ def test_something_else_on_the_chiefs_port_is_not_taken_for_the_chief(launch, fo
     assert re.search(r"waiting for 1 of 1 processes \(\d+ s of 16\): 127\.0\.0\.1 \(127\.0\.0\.1:\d+\): " +
                      re.escape(reason), output), output[-3000:]
     assert "did not come together within 16 s: still waiting for 127.0.0.1" in output
+
+
+def test_a_process_that_built_another_graph_stops_the_job_naming_the_difference(launch):
+    # the same script, another argument on one process: before, both exited 0 with different weights
+    envs = tf_config_envs(2)
+    envs[1]["JOIN_LINEAR_LR"] = "0.5"
+    processes = launch(envs, ["--strategy", "PS", "--steps", "4"], order=[0, 1], delay=0.5)
+    statuses = processes.wait(120)
+    assert statuses[1] == 1 and statuses[0] == EXIT_RETRY, {r: processes.output(r)[-2000:] for r in statuses}
+    assert re.search(r"GraphMismatchError: 127\.0\.0\.2 captured another graph than the chief 127\.0\.0\.1: the "
+                     r"optimizer GradientDescentOptimizer's learning_rate: 0\.1 on the chief, 0\.5 here",
+                     processes.output(1)), processes.output(1)[-3000:]
+    assert "RESULT" not in processes.output(0) + processes.output(1)

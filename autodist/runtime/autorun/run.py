@@ -29,7 +29,8 @@ undone afterwards even when it raises:
                     model run on a distributed twin of it
                     (``autodist.runtime.autorun.eager_keras``)
     environment     ``AUTODIST_WORKER_INDEX`` and ``AUTODIST_NUM_WORKERS``,
-                    for scripts that shard their own data; ``AUTODIST_BATCH_SCALE``
+                    for scripts that shard their own data, ``AUTODIST_NUM_REPLICAS``
+                    (the job's replicas: ``AutoDist.num_replicas``); ``AUTODIST_BATCH_SCALE``
                     (an elastic job that keeps the per-replica batch)
     tf.data         iterators made anywhere in the script are sharded / read
                     ahead as inside ``ad.scope()`` (``--auto-shard``, ``--uneven-inputs``)
@@ -53,10 +54,11 @@ from autodist.runtime.autorun.user_script import run_as_main
 from autodist.errors import CaptureError, SessionError
 from autodist.capture.graph_item import GraphItem, default_graph_item
 
-__all__ = ["run_script", "capture_script", "WORKER_INDEX_ENV", "NUM_WORKERS_ENV"]
+__all__ = ["run_script", "capture_script", "WORKER_INDEX_ENV", "NUM_WORKERS_ENV", "NUM_REPLICAS_ENV"]
 
 WORKER_INDEX_ENV = "AUTODIST_WORKER_INDEX"
 NUM_WORKERS_ENV = "AUTODIST_NUM_WORKERS"
+NUM_REPLICAS_ENV = "AUTODIST_NUM_REPLICAS"
 _REFUSED_HOOKS = ("CheckpointSaverHook", "SummarySaverHook")
 _SCAFFOLD_FIELDS = ("init_op", "init_feed_dict", "init_fn", "ready_op", "ready_for_local_init_op",
                     "local_init_op", "local_init_feed_dict", "summary_op", "saver")
@@ -303,7 +305,7 @@ def _run_patched(autodist, script, args):
     from autodist.capture.optimizers import capture_optimizers
     launcher = _Launcher(autodist, _originals())
     variables = {WORKER_INDEX_ENV: str(autodist.worker_index), NUM_WORKERS_ENV: str(autodist.num_workers),
-                 BATCH_SCALE_ENV: repr(autodist.batch_scale)}
+                 NUM_REPLICAS_ENV: str(autodist.num_replicas), BATCH_SCALE_ENV: repr(autodist.batch_scale)}
     status = None
     with _patched(_patch_points(launcher)), capture_optimizers(), default_graph_item(launcher.items), \
             distribute_eager_keras(autodist), autodist.input_pipelines():

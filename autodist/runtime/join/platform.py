@@ -56,16 +56,18 @@ class Handoff:
     calibration: object     # a dict, or None
     worker_env: dict
     versions: dict
+    fingerprint: dict       # the graph the chief planned for (``capture.fingerprint``)
 
     def encode(self):
         return json.dumps({"strategy": self.strategy.hex(), "spec": self.spec, "calibration": self.calibration,
-                           "worker_env": self.worker_env, "versions": self.versions}).encode()
+                           "worker_env": self.worker_env, "versions": self.versions,
+                           "fingerprint": self.fingerprint}).encode()
 
     @classmethod
     def decode(cls, data):
         fields = json.loads(data.decode())
         return cls(bytes.fromhex(fields["strategy"]), fields["spec"], fields["calibration"], fields["worker_env"],
-                   fields["versions"])
+                   fields["versions"], fields["fingerprint"])
 
 
 class PlatformJob:

@@ -85,7 +85,7 @@ def test_a_process_with_other_versions_than_the_chiefs_stops_naming_both():
     with pytest.raises(JoinError, match="10.0.0.2 runs autodist .* with TensorFlow .*, the chief 10.0.0.1 .* "
                                         "TensorFlow 2.20.0"):
         check_versions(chiefs, mine, "10.0.0.2", "10.0.0.1")
-    handoff = Handoff(b"\x01\x02", {"nodes": []}, None, {"AUTODIST_RESTORE": "1"}, mine)
+    handoff = Handoff(b"\x01\x02", {"nodes": []}, None, {"AUTODIST_RESTORE": "1"}, mine, {"digest": "d"})
     assert Handoff.decode(handoff.encode()) == handoff
 
 
