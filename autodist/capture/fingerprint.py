@@ -21,7 +21,8 @@ and a 4-byte digest of it, in the order the script made them, compressed
 
 Left out, as they may differ between the processes of one job by design:
 the input pipeline (datasets, iterators and what only they use: each node may
-read its own files), seeds, devices, resource names (``shared_name``,
+read its own files), the variables' initializers and what only they use (every
+node starts from the chief's values, broadcast), seeds, devices, resource names (``shared_name``,
 ``container``: a lookup table's holds a random UUID), the values of string
 constants and of constants of more than ``SMALL_CONSTANT`` elements (file
 names, log directories, data; their dtype and shape count), and the numbers
@@ -38,6 +39,7 @@ import tensorflow as tf
 from tensorflow.python.framework import op_def_registry
 
 from autodist.errors import GraphMismatchError
+from autodist.graph_editor.util import library_closure
 
 __all__ = ["fingerprint", "first_difference", "check_same_graph", "SMALL_CONSTANT"]
 
@@ -53,17 +55,18 @@ _UID = re.compile(r"_\d+(?=_|\Z)")   # "__inference___backward_f_18_37", "while_
 def fingerprint(item):
     """The fingerprint of ``item`` (a GraphItem) as JSON-able data (see the module docstring)."""
     graph_def = item.graph.as_graph_def()   # a copy: normalized in place
-    pipeline = _input_pipeline(graph_def)
-    names, digests, variables, called = [], [], {}, set()
+    left_out = _left_out(graph_def, {v.initializer_name.split(":")[0] for v in item.info.variables})
+    callers = [node for node in graph_def.node if node.name not in left_out and _op_kind(node.op)[1]]
+    used = {f.signature.name for f in library_closure(callers, graph_def.library).function}
+    names, digests, variables = [], [], {}
     for node in graph_def.node:
-        if node.name in pipeline:
+        if node.name in left_out:
             continue
-        called.update(_normalize(node))
+        _normalize(node)
         if node.op in _VARIABLE_OPS:
             variables[node.name] = node
         names.append(node.name)
         digests.append(hashlib.blake2b(node.SerializeToString(deterministic=True), digest_size=_OP_DIGEST).digest())
-    used = _used_functions(graph_def.library, called)
     functions = sorted((_UID.sub("", f.signature.name), _digest(_normal_function(f, used)))
                        for f in graph_def.library.function if f.signature.name in used)
     data = {"optimizer": _optimizer(item), "variables": _variables(item, variables),
@@ -96,20 +99,24 @@ def first_difference(chiefs, mine):
 
 # -- what is compared ------------------------------------------------------------------------------
 
-def _input_pipeline(graph_def):
-    """Names of the dataset and iterator ops, and of the ops only they use (their files, sizes, shard index)."""
-    if not any("Dataset" in node.op or "Iterator" in node.op for node in graph_def.node):
+def _left_out(graph_def, initializers):
+    """Names of the ops each process may have of its own: the input pipeline (dataset and iterator ops), the
+    variables' ``initializers`` (every process starts from the chief's values, broadcast), and every op that
+    only those use (their files, sizes, shard index; an unseeded model's initial values)."""
+    roots = set(initializers)
+    roots.update(node.name for node in graph_def.node if "Dataset" in node.op or "Iterator" in node.op)
+    if not roots:
         return frozenset()
     consumers = {}
     for node in graph_def.node:
         for name in node.input:
             consumers.setdefault(name.lstrip("^").split(":")[0], []).append(node.name)
-    pipeline = set()
+    left = set()
     for node in reversed(graph_def.node):   # consumers come after their inputs
         used_by = consumers.get(node.name)
-        if "Dataset" in node.op or "Iterator" in node.op or (used_by and all(u in pipeline for u in used_by)):
-            pipeline.add(node.name)
-    return pipeline
+        if node.name in roots or (used_by and all(u in left for u in used_by)):
+            left.add(node.name)
+    return left
 
 
 def _op_kind(op_type):
@@ -127,7 +134,7 @@ def _op_kind(op_type):
 
 
 def _normalize(node):
-    """Drop from ``node`` (in place) what may differ between processes; the names of the functions it calls."""
+    """Drop from ``node`` (in place) what may differ between processes."""
     dropped, calls = _op_kind(node.op)
     if node.device:
         node.ClearField("device")
@@ -139,15 +146,11 @@ def _normalize(node):
         if tensor.dtype == _STRING or _elements(tensor) > SMALL_CONSTANT:
             tensor.CopyFrom(type(tensor)(dtype=tensor.dtype, tensor_shape=tensor.tensor_shape))
     if not calls:
-        return ()
-    called = [v.func.name for v in node.attr.values() if v.HasField("func")] + [
-        f.name for v in node.attr.values() for f in v.list.func]
+        return
     if op_def_registry.get(node.op) is None:   # a library function called as an op
-        called.append(node.op)
         node.op = _UID.sub("", node.op)
     for value in node.attr.values():
         _normal_funcs(value)
-    return called
 
 
 def _elements(tensor):
@@ -155,28 +158,6 @@ def _elements(tensor):
     for dim in tensor.tensor_shape.dim:
         size *= max(dim.size, 0)
     return size
-
-
-def _used_functions(library, called):
-    """Names of the library's functions ``called`` (outside the input pipeline), directly or through others (a
-    one-shot iterator's dataset function has a random name of its own in each process)."""
-    functions = {f.signature.name: f for f in library.function}
-    todo, used = [name for name in called if name in functions], set()
-    while todo:
-        name = todo.pop()
-        if name in used:
-            continue
-        used.add(name)
-        for node in functions[name].node_def:
-            todo += [n for n in _called(node) if n in functions]
-    return used
-
-
-def _called(node):
-    """The functions a node of a function's body calls: through its attributes, or as its op."""
-    names = [v.func.name for v in node.attr.values() if v.HasField("func")]
-    names += [f.name for v in node.attr.values() for f in v.list.func]
-    return names + ([node.op] if op_def_registry.get(node.op) is None else [])
 
 
 def _normal_funcs(value):

@@ -1,7 +1,7 @@
 """A GraphItem's fingerprint: equal for what the processes of one job may differ in, the first difference named.
 
 The processes of a job run the same script, so their graphs are the same up to what each reads (its data,
-files, seeds) and the counters TensorFlow keeps per process (function names, a lookup table's random shared
+files, seeds), the initial values (the chief's reach every node) and the counters TensorFlow keeps per process (function names, a lookup table's random shared
 name). Every case builds the graph twice in this process, with the counters advanced in between.
 """
 import pytest
@@ -16,7 +16,7 @@ tf1 = tf.compat.v1
 
 
 def _item(lr=0.1, width=3, rows=4, seed=None, scale=2.0, optimizer="sgd", rate=0.5, files=("a.txt",),
-          extra=False):
+          extra=False, start=(0.5, -0.3)):
     graph = tf.Graph()
     item = GraphItem(graph)
     with graph.as_default(), item.as_default(), capture_optimizers():
@@ -29,7 +29,9 @@ def _item(lr=0.1, width=3, rows=4, seed=None, scale=2.0, optimizer="sgd", rate=0
         name = tf1.data.make_one_shot_iterator(names).get_next()
         table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(["a"], [1.0]), 0.0)
         w = tf1.get_variable("w", [width, 1], initializer=tf1.glorot_uniform_initializer())
+        b = tf.Variable(list(start), name="b")   # an unseeded model's initial values, as constants
         loss = tf.reduce_mean(tf.square(tf.matmul(x, w))) + tf.reduce_sum(tf.nn.dropout(batch, rate=rate))
+        loss += tf.reduce_sum(b)
         loss += table.lookup(tf.strings.substr(name, 0, 1)) * 0.0
         loss += tf.function(lambda v: tf.reduce_sum(v * scale))(w)
         if extra:
@@ -46,7 +48,8 @@ def _item(lr=0.1, width=3, rows=4, seed=None, scale=2.0, optimizer="sgd", rate=0
 
 def test_what_the_processes_of_a_job_may_differ_in_leaves_the_fingerprint_alone():
     chief = fingerprint(_item())
-    assert first_difference(chief, fingerprint(_item(rows=6, seed=7, files=("b.txt", "c.txt")))) is None
+    assert first_difference(chief, fingerprint(_item(rows=6, seed=7, files=("b.txt", "c.txt"), start=(1.0, 2.0)))) \
+        is None   # the initial values are the chief's on every node (broadcast)
 
 
 @pytest.mark.parametrize("change, says", [

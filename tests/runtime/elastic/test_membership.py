@@ -11,6 +11,7 @@ from autodist.runtime.elastic import elastic_settings, scaled_batch_size
 from autodist.runtime.elastic.discovery import Discovery, parse_hosts
 from autodist.runtime.elastic.membership import MAX_BACKOFF_FACTOR, Membership, nodes_spec, replica_count, with_hosts
 from autodist.spec.resource_spec import ResourceSpec
+from process_state import alive
 
 SPEC = {"nodes": [{"address": "127.0.0.1", "chief": True, "gpus": [0, 1]}, {"address": "127.0.0.2", "gpus": [0, 1, 2]},
                   {"address": "127.0.0.3", "cpus": [0, 1]}]}
@@ -42,14 +43,6 @@ def test_a_failing_script_is_reported_and_finds_nothing(tmp_path):
     assert "cannot be run" in Discovery(os.path.join(str(tmp_path), "missing")).find().problem
 
 
-def _alive(pid):
-    try:
-        with open("/proc/{}/stat".format(pid)) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
-
-
 def test_a_script_that_times_out_is_ended_with_its_children(tmp_path):
     # subprocess.run(timeout=) killed only the script: its children (here a sleep) lived on
     import time
@@ -60,9 +53,9 @@ def test_a_script_that_times_out_is_ended_with_its_children(tmp_path):
     assert "did not finish within 1 s" in Discovery(str(path), timeout=1.0).find().problem
     child = int(pid_file.read_text())
     deadline = time.monotonic() + 5
-    while _alive(child) and time.monotonic() < deadline:
+    while alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(child)
+    assert not alive(child)
 
 
 def test_wanted_nodes_keep_the_chief_and_the_limit_and_skip_what_is_set_aside():
