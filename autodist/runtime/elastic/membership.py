@@ -48,25 +48,26 @@ class Membership:
         self._say = say
         self._records = {}
         self._reported = set()
+        self._nodes = {n.address: n for n in spec.node_specs}   # and the template's, once made (None: refused)
 
     def candidates(self, found=None):
         """The spec's nodes, then the ``found`` hosts it does not list when its template admits them."""
         listed = [n.address for n in self.spec.node_specs]
         if self.spec.node_template is None or not found:
             return listed
-        return listed + [a for a in found if a not in listed and self._admitted(a)]
+        return listed + [a for a in found if a not in listed and self._node(a) is not None]
 
-    def _admitted(self, address):
-        """Whether a node made from the template for ``address`` makes a valid spec (said once when not)."""
-        try:
-            with_hosts(self.spec, [address])
-            return True
-        except ResourceSpecError as e:
-            if address not in self._reported:
-                self._reported.add(address)
+    def _node(self, address):
+        """``address``'s NodeSpec: listed, or made from the template (once; None, said once, when refused)."""
+        if address not in self._nodes:
+            try:
+                self._nodes[address] = {n.address: n for n in with_hosts(self.spec, [address]).node_specs}[address]
+            except ResourceSpecError as e:
+                self._nodes[address] = None
+                self._reported.add(address)   # not again among the hosts that are no nodes of the spec
                 self._say("elastic: {} cannot join through the node template of {}: {}; it is left out".format(
                     address, self.spec.path, e.problem))
-            return False
+        return self._nodes[address]
 
     def set_aside(self, address, reason, now=None):
         """Leave ``address`` out for its back-off; returns the seconds it is out."""
@@ -104,7 +105,7 @@ class Membership:
 
     def _slots_fit(self, address, slots):
         """Whether the spec gives ``address`` at least ``slots`` devices (said once when it does not)."""
-        node = {n.address: n for n in with_hosts(self.spec, [address]).node_specs}[address]
+        node = self._node(address)
         devices = ("gpus", node.gpus) if node.gpus else ("cpus", node.cpus)
         if slots is None or slots <= len(devices[1]):
             return True
