@@ -190,6 +190,8 @@ def _run(args):
                     name="--min-nodes", restarts_name="--max-restarts")
     script = os.path.abspath(args.script)
     require_file(args.script)
+    if args.strategy:   # a builder imports TensorFlow: without its start-up lines, a supervisor's too
+        quiet_tensorflow_start(verbose=args.verbose)
     builder = builder_from_args(args)
     trace_dir, logdir = (os.path.abspath(d) if d else None for d in (args.trace_dir, args.logdir))
     if elastic is not None and not os.environ.get(ATTEMPT_ENV):   # the elastic supervisor (runtime.elastic)

@@ -101,7 +101,8 @@ def test_discovery_grows_and_shrinks_the_job_and_sets_a_failing_host_aside(chief
     script.write_text("#!/bin/sh\ncat {}\n".format(hosts))
     script.chmod(0o755)
     chief = chiefs(["-m", "autodist", "run", "-r", str(spec), "-s", "AllReduce", "--host-discovery-script",
-                    str(script), "--discovery-interval", "0.5", "--host-backoff", "2", "--min-nodes", "1",
+                    str(script), "--discovery-interval", "0.5", "--discovery-settle", "1", "--host-backoff", "2",
+                    "--min-nodes", "1",
                     "--max-nodes", "3", os.path.join(SCRIPTS, "elastic_train.py"), "--steps", "30",
                     "--checkpoint-dir", str(tmp_path / "ckpt"), "--step-sleep", "0.3"])
     chief.wait_for(r"node 1 of 2 step 5$", 150)
@@ -203,6 +204,7 @@ def test_a_flapping_host_changes_nothing_then_a_host_the_spec_does_not_list_join
     _matches(_weights(out), expected)
     _matches(_weights(out, "[127.0.0.2] "), expected)
     assert "elastic: attempt 2 on 2 node(s): 127.0.0.1, 127.0.0.2" in out and "attempt 3" not in out
+    assert "absl::InitializeLog" not in out and "oneDNN" not in out   # the supervisor's TensorFlow start-up lines
     _no_process_left(chief)
     # The job ended at its last step: run again, it restores step 30 and stops before any step (it ran one more)
     again = chiefs(["-m", "autodist", "run", "-r", ONE_NODE, os.path.join(SCRIPTS, "elastic_train.py"), "--steps",
