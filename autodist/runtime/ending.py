@@ -7,7 +7,7 @@ ends":
     ad.finish_job(...)             finish: wait for (or abort) the other nodes, stop every process
     sys.exit(code) in ad.scope()   chief_exiting: an error status ends the job at once
     the chief's exit               _finish_at_exit: the teardown; a failed node's status
-    a joined process's exit        _platform_exit: "done", or EXIT_RETRY after a peer's failure, or its own failed status
+    a joined process's exit        _platform_exit: "done", EXIT_RETRY after a peer's failure, or its failed status
     the chief's last exit work     leave_if_stuck: a step still waiting on a failed node ends with its status
     any process's exit             close_at_exit: the session closed before TensorFlow unloads
 """

@@ -1,8 +1,9 @@
 """A GraphItem's fingerprint: equal for what the processes of one job may differ in, the first difference named.
 
 The processes of a job run the same script, so their graphs are the same up to what each reads (its data,
-files, seeds), the initial values (the chief's reach every node) and the counters TensorFlow keeps per process (function names, a lookup table's random shared
-name). Every case builds the graph twice in this process, with the counters advanced in between.
+files, seeds), the initial values (the chief's reach every node) and what TensorFlow numbers per process
+(function names, a lookup table's random shared name). Every case builds the graph twice in this process,
+with the counters advanced in between.
 """
 import pytest
 import tensorflow as tf

@@ -44,7 +44,8 @@ def elastic_settings(spec, elastic=False, discovery_script=None, min_nodes=None,
                            preemption_grace=seconds(preemption_grace, name["preemption_grace"], 1.0),
                            max_restarts=whole(max_restarts, "max_restarts", least=0),
                            restart_backoff=restart_backoff(backoff),
-                           keep_per_replica_batch=bool(keep_per_replica_batch), settle=seconds(settle, name["settle"], 0.0))
+                           keep_per_replica_batch=bool(keep_per_replica_batch),
+                           settle=seconds(settle, name["settle"], 0.0))
 
 
 def _node_range(spec, min_nodes, max_nodes, name):

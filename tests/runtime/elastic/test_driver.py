@@ -122,7 +122,8 @@ def test_a_host_that_comes_and_goes_at_every_run_changes_nothing(tmp_path, capsy
 
 
 def test_a_host_that_stays_listed_for_the_settle_time_joins(tmp_path, capsys):
+    hosts = _hosts_script(tmp_path, "127.0.0.1\n", "127.0.0.1\n127.0.0.3\n")
     status, attempts, out = _supervise(tmp_path, ["watch", "ok"], capsys, interval=0.1, settle=0.5,
-                                       discovery_script=_hosts_script(tmp_path, "127.0.0.1\n", "127.0.0.1\n127.0.0.3\n"))
+                                       discovery_script=hosts)
     assert status == 0 and [a["nodes"] for a in attempts] == [["127.0.0.1"], ["127.0.0.1", "127.0.0.3"]], out
     assert "[autodist] membership change 1: 127.0.0.3 joins;" in out
