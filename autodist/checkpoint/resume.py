@@ -52,8 +52,8 @@ from autodist.checkpoint.layout import specs_of, variables_of
 from autodist.checkpoint.saver import Saver
 from autodist.errors import CheckpointError
 
-__all__ = ["ResumeHook", "SessionCheckpoints", "Resumer", "newest_checkpoint", "step_of", "last_step_of", "RESTORE_ENV",
-           "CHECKPOINT_BASENAME"]
+__all__ = ["ResumeHook", "SessionCheckpoints", "Resumer", "newest_checkpoint", "step_of", "last_step_of",
+           "RESTORE_ENV", "CHECKPOINT_BASENAME"]
 
 RESTORE_ENV = "AUTODIST_RESTORE"   # "1": the chief restores a checkpoint at session creation, join it
 CHECKPOINT_BASENAME = "model.ckpt"

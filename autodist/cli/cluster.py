@@ -98,7 +98,7 @@ def _command(args):
         options, command = words[:words.index("--")], words[words.index("--") + 1:]
     else:
         options, command = [], words
-    if options[:1] == ["--name"] and len(options) == 2 or len(options) == 1 and options[0].startswith("--name="):
+    if (options[:1] == ["--name"] and len(options) == 2) or (len(options) == 1 and options[0].startswith("--name=")):
         name = options[1] if len(options) == 2 else options[0].partition("=")[2]
         if args.name is not None and args.name != name:
             raise ArgumentError("autodist cluster exec: two cluster names, --name {} and --name {}; give one".format(
