@@ -55,18 +55,19 @@ _UID = re.compile(r"_\d+(?=_|\Z)")   # "__inference___backward_f_18_37", "while_
 def fingerprint(item):
     """The fingerprint of ``item`` (a GraphItem) as JSON-able data (see the module docstring)."""
     graph_def = item.graph.as_graph_def()   # a copy: normalized in place
-    left_out = _left_out(graph_def, {v.initializer_name.split(":")[0] for v in item.info.variables})
-    callers = [node for node in graph_def.node if node.name not in left_out and _op_kind(node.op)[1]]
-    used = {f.signature.name for f in library_closure(callers, graph_def.library).function}
-    names, digests, variables = [], [], {}
+    left_out = _left_out(item.graph, graph_def, {v.initializer_name.split(":")[0] for v in item.info.variables})
+    names, digests, variables, callers = [], [], {}, []
     for node in graph_def.node:
         if node.name in left_out:
             continue
+        if _op_kind(node.op)[1]:   # it calls functions: by the names they have before _normalize drops numbers
+            callers.append(type(node).FromString(node.SerializeToString()))
         _normalize(node)
         if node.op in _VARIABLE_OPS:
             variables[node.name] = node
         names.append(node.name)
         digests.append(hashlib.blake2b(node.SerializeToString(deterministic=True), digest_size=_OP_DIGEST).digest())
+    used = {f.signature.name for f in library_closure(callers, graph_def.library).function}
     functions = sorted((_UID.sub("", f.signature.name), _digest(_normal_function(f, used)))
                        for f in graph_def.library.function if f.signature.name in used)
     data = {"optimizer": _optimizer(item), "variables": _variables(item, variables),
@@ -99,24 +100,40 @@ def first_difference(chiefs, mine):
 
 # -- what is compared ------------------------------------------------------------------------------
 
-def _left_out(graph_def, initializers):
+def _left_out(graph, graph_def, initializers):
     """Names of the ops each process may have of its own: the input pipeline (dataset and iterator ops), the
     variables' ``initializers`` (every process starts from the chief's values, broadcast), and every op that
-    only those use (their files, sizes, shard index; an unseeded model's initial values)."""
-    roots = set(initializers)
-    roots.update(node.name for node in graph_def.node if "Dataset" in node.op or "Iterator" in node.op)
-    if not roots:
-        return frozenset()
-    consumers = {}
-    for node in graph_def.node:
-        for name in node.input:
-            consumers.setdefault(name.lstrip("^").split(":")[0], []).append(node.name)
+    only those use (their files, sizes, shard index; an unseeded model's initial values). Only the roots'
+    ancestors can be such ops: they are walked in ``graph``, consumers before producers."""
+    roots = set(initializers) | {n.name for n in graph_def.node if "Dataset" in n.op or "Iterator" in n.op}
+    found = [op for op in (_find(graph, name) for name in sorted(roots)) if op is not None]
     left = set()
-    for node in reversed(graph_def.node):   # consumers come after their inputs
-        used_by = consumers.get(node.name)
-        if node.name in roots or (used_by and all(u in left for u in used_by)):
-            left.add(node.name)
+    for op in reversed(_ancestors(found)):
+        users = [c for t in op.outputs for c in t.consumers()] + list(op._control_outputs)
+        if op.name in roots or (users and all(u.name in left for u in users)):
+            left.add(op.name)
     return left
+
+
+def _find(graph, name):
+    try:
+        return graph.get_operation_by_name(name)
+    except KeyError:   # an initializer the item records by a name its graph no longer has
+        return None
+
+
+def _ancestors(ops):
+    """``ops`` and every op they depend on, producers before their consumers (a depth-first post-order)."""
+    order, seen, stack = [], set(), [(op, False) for op in ops]
+    while stack:
+        op, done = stack.pop()
+        if done:
+            order.append(op)
+        elif op.name not in seen:
+            seen.add(op.name)
+            stack.append((op, True))
+            stack += [(i, False) for i in [t.op for t in op.inputs] + list(op.control_inputs) if i.name not in seen]
+    return order
 
 
 def _op_kind(op_type):
