@@ -48,13 +48,14 @@ from autodist.capture.keras import guard_keras_loops, on_compile
 from autodist.capture.optimizers import capture_optimizers
 from autodist.errors import SessionError, StrategyError
 from autodist.runtime.job import Job, script_argv
-from autodist.runtime.limits import check_job_arguments
+from autodist.runtime.limits import MAX_ACCUMULATION_STEPS, check_job_arguments
 from autodist.runtime.notices import notice
 from autodist.runtime.recovery.restart import attempt_of, supervise_script
 from autodist.runtime.watch.stall import DEFAULT_STALL_TIMEOUT
 from autodist.runtime.autorun.user_script import (SessionRequested, intercept_session_requests,
                                                  session_requests_intercepted)
-from autodist.runtime.elastic import batch_scale_of, elastic_settings, supervise_elastic
+from autodist.runtime.elastic import DEFAULT_SETTLE, batch_scale_of, elastic_settings, supervise_elastic
+from autodist.runtime.elastic.membership import replica_count
 from autodist.runtime.join.entry import platform_job
 
 __all__ = ["AutoDist", "SessionRequested", "intercept_session_requests"]
@@ -103,7 +104,8 @@ class AutoDist:
     saves a checkpoint at a step boundary and relaunches on the new set, the
     global batch kept (``keep_per_replica_batch``: the per-replica one, see
     ``batch_scale``); ``discovery_interval``, ``host_backoff``,
-    ``preemption_grace`` in seconds.
+    ``preemption_grace`` in seconds; ``discovery_settle``: s a host must stay
+    listed (or missing) before the job re-plans.
 
     Without ``resource_spec_file`` (or with one and ``AUTODIST_NODE_ADDRESS``)
     the process joins a job the platform started: Kubernetes' TF_CONFIG,
@@ -118,7 +120,7 @@ class AutoDist:
                  checkpoint_dir=None, save_every=None, launcher=None, accumulation_steps=None, uneven_inputs=None,
                  auto_shard=None, elastic=False, host_discovery_script=None, max_nodes=None, discovery_interval=5.0,
                  host_backoff=60.0, preemption_signal="SIGTERM", preemption_grace=30.0, keep_per_replica_batch=False,
-                 ready_timeout=None):
+                 ready_timeout=None, discovery_settle=DEFAULT_SETTLE):
         from autodist.spec.resource_spec import ResourceSpec
         _check_accumulation_steps(accumulation_steps)
         self._inputs = (check_uneven_policy(uneven_inputs), auto_shard_policy(auto_shard))
@@ -129,7 +131,8 @@ class AutoDist:
         self._resource_spec = platform.spec if platform is not None else spec
         elastic = None if platform is not None else elastic_settings(
             self._resource_spec, elastic, host_discovery_script, min_nodes, max_nodes, discovery_interval,
-            host_backoff, preemption_signal, preemption_grace, max_restarts, restart_backoff, keep_per_replica_batch)
+            host_backoff, preemption_signal, preemption_grace, max_restarts, restart_backoff, keep_per_replica_batch,
+            settle=discovery_settle)
         check_job_arguments(self._resource_spec, total_steps, stall_timeout, max_restarts, restart_backoff, min_nodes,
                             restarted=attempt_of(os.environ) is not None or elastic is not None)
         self._graph_item = None
@@ -191,6 +194,12 @@ class AutoDist:
     def num_workers(self):
         """The number of nodes (one process each) in the job."""
         return self._job.num_workers
+
+    @property
+    def num_replicas(self):
+        """The replicas of the whole job: every node's GPUs, or the CPUs it lists when it has none. The update of a
+        synchronous step is the mean of their gradients (scale a loss summed over a replica's rows by it)."""
+        return replica_count(self._resource_spec)
 
     @property
     def batch_scale(self):
@@ -285,9 +294,9 @@ def _local_replicas(ad):
 def _check_accumulation_steps(steps):
     if steps is None:
         return
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise StrategyError("AutoDist(accumulation_steps={!r}): expected a whole number of calls, 1 or more "
-                            "(1: synchronize at every call)".format(steps))
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_ACCUMULATION_STEPS:
+        raise StrategyError("AutoDist(accumulation_steps={!r}): expected a whole number of calls from 1 to {} "
+                            "(1: synchronize at every call)".format(steps, MAX_ACCUMULATION_STEPS))
 
 
 def _new_chief(environ):

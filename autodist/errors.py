@@ -18,6 +18,7 @@ __all__ = [
     "GraphChangedError",
     "LaunchError",
     "PreflightError",
+    "GraphMismatchError",
     "RemoteWorkerError",
     "CheckpointError",
     "FunctionError",
@@ -107,6 +108,11 @@ class PreflightError(LaunchError):
         lines = ["{}: {}".format(host, reason) for host, reason in sorted(self.failures.items())]
         super().__init__("preflight failed on {} host(s); nothing was launched:\n  {}".format(
             len(self.failures), "\n  ".join(lines)))
+
+
+class GraphMismatchError(LaunchError):
+    """A process of a job captured another graph than the chief's; the message names the first difference
+    (the optimizer or a hyper-parameter, a variable, an op, a function) and the process."""
 
 
 class RemoteWorkerError(AutoDistError, RuntimeError):

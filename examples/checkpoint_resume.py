@@ -32,11 +32,14 @@ def digits():
     return (data.data / 16.0).astype(np.float32), data.target.astype(np.int32)
 
 
-def build(tf, keras):
+def build(tf, keras, replicas=1):
     """The single-device graph: placeholders, an MLP of Keras layers, tf1 Momentum, a step counter.
 
     The counter is a plain non-trainable variable that every step increments
-    (each replica its own copy, so every copy counts the steps).
+    (each replica its own copy, so every copy counts the steps). The loss is
+    the sum over the global batch times the job's ``replicas`` (one device: the
+    mean): every example weighs the same on any number of nodes
+    (``common.batch_loss``).
     """
     keras.utils.set_random_seed(0)
     x = tf.compat.v1.placeholder(tf.float32, [None, 64], name="x")
@@ -45,7 +48,8 @@ def build(tf, keras):
     logits = keras.layers.Dense(10, name="logits")
     per_example = keras.losses.sparse_categorical_crossentropy(y, logits(hidden(x)), from_logits=True)
     step = tf.Variable(0.0, trainable=False, name="step")
-    minimize = tf.compat.v1.train.MomentumOptimizer(0.05, 0.9).minimize(tf.reduce_mean(per_example))
+    loss = tf.reduce_sum(per_example) * (replicas / BATCH)
+    minimize = tf.compat.v1.train.MomentumOptimizer(0.05, 0.9).minimize(loss)
     with tf.control_dependencies([minimize]):
         train = step.assign_add(1.0).op
     return x, y, per_example, step, train
@@ -65,7 +69,7 @@ def distributed(args, restore):
     images, labels = digits()
     mine = node_rows(ad, BATCH)
     with tf.Graph().as_default(), ad.scope():
-        x, y, per_example, step, train = build(tf, keras)
+        x, y, per_example, step, train = build(tf, keras, ad.num_replicas)
         saver = Saver()
         session = ad.create_distributed_session()
         if restore:

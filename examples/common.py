@@ -60,11 +60,19 @@ def strategy(name):
 
 
 def node_rows(ad, batch_size):
-    """This node's slice of a global batch of ``batch_size`` rows (equal parts, node order)."""
-    if batch_size % ad.num_workers:
-        raise SystemExit("the global batch ({}) must split evenly over {} nodes".format(batch_size, ad.num_workers))
-    part = batch_size // ad.num_workers
-    return slice(ad.worker_index * part, (ad.worker_index + 1) * part)
+    """This node's slice of a global batch of ``batch_size`` rows: contiguous, in node order, as equal as they can
+    be (any number of nodes takes the whole batch; parts differ by a row at most: weigh them with ``batch_loss``)."""
+    index, count = ad.worker_index, ad.num_workers
+    return slice(index * batch_size // count, (index + 1) * batch_size // count)
+
+
+def batch_loss(ad, per_example, batch_size):
+    """A replica's loss as its share of the global batch's mean: the sum of its per-example losses over
+    ``batch_size``, times the job's replicas. A synchronous update is the mean of every replica's gradient, so
+    every example of the global batch weighs the same however the rows split (a mean per replica would weigh
+    the rows of a smaller part more)."""
+    import tensorflow as tf
+    return tf.reduce_sum(per_example) * (ad.num_replicas / batch_size)
 
 
 def say(ad, text):

@@ -14,7 +14,7 @@ about 20 s on two loopback nodes).
 """
 import numpy as np
 
-from common import autodist, node_rows, parser, quiet_start, say
+from common import autodist, batch_loss, node_rows, parser, quiet_start, say
 
 BATCH = 64
 
@@ -60,7 +60,7 @@ def main():
         with tf.GradientTape() as tape:
             per_example = keras.losses.sparse_categorical_crossentropy(labels, model(images, training=True),
                                                                        from_logits=True)
-            loss = tf.reduce_mean(per_example)
+            loss = batch_loss(ad, per_example, BATCH)
         grads = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return per_example

@@ -5,14 +5,15 @@
 learns y = 3 x0 - 2 x1 + 0.5 x2 + 1 (plus noise) from 4096 generated examples
 on the two loopback nodes of resource_specs/loopback_two_nodes.yml, one
 replica each, under parameter servers (``--strategy AllReduce`` and the others
-work too). Each node feeds its half of every global batch of 64. The chief
+work too; any number of nodes). Each node feeds its part of every global
+batch of 64 (its half on two nodes), its loss weighed by its rows. The chief
 writes ``loss.log`` (step, loss) and ``loss.png`` into ``--log-dir``. Expected:
 the loss falls from ~14 to the noise floor (~0.01) and the weights end within
 0.01 of the truth.
 """
 import numpy as np
 
-from common import LossLog, autodist, node_rows, parser, quiet_start, say
+from common import LossLog, autodist, batch_loss, node_rows, parser, quiet_start, say
 
 TRUE_W, TRUE_B = np.array([3.0, -2.0, 0.5], np.float32), 1.0
 BATCH = 64
@@ -42,7 +43,7 @@ def main():
         w = tf.Variable(tf.zeros([3, 1]), name="w")
         b = tf.Variable(tf.zeros([1]), name="b")
         errors = tf.square(tf.matmul(x, w) + b - y)[:, 0]        # per example: fetched for every replica
-        train = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(errors))
+        train = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(batch_loss(ad, errors, BATCH))
         session = ad.create_distributed_session()
         for step in range(1, args.steps + 1):
             start = (step - 1) * BATCH % len(x_all)

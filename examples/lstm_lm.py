@@ -18,7 +18,7 @@ import importlib.util
 
 import numpy as np
 
-from common import autodist, node_rows, parser, quiet_start, say
+from common import autodist, batch_loss, node_rows, parser, quiet_start, say
 
 WINDOW, BATCH = 32, 32
 
@@ -63,7 +63,7 @@ def main():
         per_example = tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(
             y, model(x, training=True), from_logits=True), axis=1)
         optimizer = keras.optimizers.Adam(5e-3)
-        grads = tf.gradients(tf.reduce_mean(per_example), model.trainable_variables)
+        grads = tf.gradients(batch_loss(ad, per_example, BATCH), model.trainable_variables)
         train = optimizer.apply_gradients(zip(grads, model.trainable_variables))
         prompt = tf.compat.v1.placeholder(tf.int32, [None, None], name="prompt")
         next_char = tf.argmax(model(prompt, training=False)[:, -1], axis=-1)

@@ -15,7 +15,7 @@ about 35 s; noise floor 0.25).
 """
 import numpy as np
 
-from common import autodist, node_rows, parser, quiet_start, say
+from common import autodist, batch_loss, node_rows, parser, quiet_start, say
 
 USERS, ITEMS, RANK, DIM, BATCH = 4000, 500, 4, 32, 256
 
@@ -55,7 +55,7 @@ def main():
                                     axis=1)
                       + tf.gather(user_bias, user) + tf.gather(item_bias, item) + global_bias)
         errors = tf.square(prediction - rating)
-        train_op = tf.compat.v1.train.AdamOptimizer(0.01).minimize(tf.reduce_mean(errors))
+        train_op = tf.compat.v1.train.AdamOptimizer(0.01).minimize(batch_loss(ad, errors, BATCH))
         session = ad.create_distributed_session()
         say(ad, "strategy {}: {} variables on parameter servers, {} partitioned".format(
             args.strategy, len(session.transform_result.assignment.ps_vars),

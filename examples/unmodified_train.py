@@ -10,11 +10,12 @@ seed, generated here) with Adam: the graph is built in a ``tf.Graph()``,
 trained with ``tf.compat.v1.Session`` or ``MonitoredTrainingSession``, fed
 through ``feed_dict`` or a ``tf.data`` pipeline.
 
-Data sharding uses two plain environment variables, which ``autodist run``
-sets on every node and which are absent when the script runs alone:
-``AUTODIST_WORKER_INDEX`` and ``AUTODIST_NUM_WORKERS``. Each process trains
-on its slice of the global batch, so the cluster together takes exactly the
-steps one process takes on the whole batch. (A script that ignores them
+Data sharding uses plain environment variables, which ``autodist run`` sets
+on every node and which are absent when the script runs alone:
+``AUTODIST_WORKER_INDEX``, ``AUTODIST_NUM_WORKERS`` and ``AUTODIST_NUM_REPLICAS``.
+Each process trains on its slice of the global batch (slices of any number of
+workers, weighed by their rows: ``build``), so the cluster together takes
+exactly the steps one process takes on the whole batch. (A script that ignores them
 trains every node on the same batch: still correct, the effective global
 batch is then the per-node batch and each node's work is redundant.)
 
@@ -48,25 +49,27 @@ def make_data(seed=0):
 
 
 def my_slice():
-    """This process's rows of the global batch."""
+    """This process's rows of the global batch: in worker order, as equal as they can be (any number of workers)."""
     index = int(os.environ.get("AUTODIST_WORKER_INDEX", "0"))
     count = int(os.environ.get("AUTODIST_NUM_WORKERS", "1"))
-    if BATCH % count:
-        raise SystemExit("the global batch of {} does not split over {} workers".format(BATCH, count))
-    share = BATCH // count
-    return slice(index * share, (index + 1) * share)
+    return slice(index * BATCH // count, (index + 1) * BATCH // count)
 
 
 def build(inputs, targets, learning_rate):
+    """``(the mean loss of these rows, the train op)``. The train op minimizes the rows' losses summed over the
+    global batch, times the job's replicas (alone: the mean): each step's update is the mean of every replica's
+    gradient, so every row weighs the same however the batch splits (16 rows over 3 workers: 5, 5, 6)."""
     init = tf1.glorot_uniform_initializer(seed=1)
     w1 = tf1.get_variable("dense1/kernel", [FEATURES, HIDDEN], initializer=init)
     b1 = tf1.get_variable("dense1/bias", [HIDDEN], initializer=tf1.zeros_initializer())
     w2 = tf1.get_variable("dense2/kernel", [HIDDEN, 1], initializer=init)
     hidden = tf.nn.relu(tf.matmul(inputs, w1) + b1)
-    loss = tf.reduce_mean(tf.square(tf.matmul(hidden, w2) - targets))
+    per_row = tf.reduce_mean(tf.square(tf.matmul(hidden, w2) - targets), axis=1)
+    replicas = int(os.environ.get("AUTODIST_NUM_REPLICAS", "1"))
     global_step = tf1.train.get_or_create_global_step()
-    train_op = tf1.train.AdamOptimizer(learning_rate).minimize(loss, global_step=global_step)
-    return loss, train_op
+    train_op = tf1.train.AdamOptimizer(learning_rate).minimize(tf.reduce_sum(per_row) * (replicas / BATCH),
+                                                               global_step=global_step)
+    return tf.reduce_mean(per_row), train_op
 
 
 def main():

@@ -11,6 +11,7 @@
                  savers) and GradRecords
     queries      graph queries: names, variables, which ops write a variable
     files        GraphItem files (protobuf, written atomically)
+    fingerprint  what every process of a job must agree on, and the first difference of two
     datasets/    tf.data iterators made in a scope: automatic sharding, uneven inputs'
                  look-ahead and state variable (``capture_datasets``)
 

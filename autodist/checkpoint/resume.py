@@ -52,8 +52,8 @@ from autodist.checkpoint.layout import specs_of, variables_of
 from autodist.checkpoint.saver import Saver
 from autodist.errors import CheckpointError
 
-__all__ = ["ResumeHook", "SessionCheckpoints", "Resumer", "newest_checkpoint", "step_of", "RESTORE_ENV",
-           "CHECKPOINT_BASENAME"]
+__all__ = ["ResumeHook", "SessionCheckpoints", "Resumer", "newest_checkpoint", "step_of", "last_step_of",
+           "RESTORE_ENV", "CHECKPOINT_BASENAME"]
 
 RESTORE_ENV = "AUTODIST_RESTORE"   # "1": the chief restores a checkpoint at session creation, join it
 CHECKPOINT_BASENAME = "model.ckpt"
@@ -87,11 +87,13 @@ class Resumer:
         self.dir = checkpoint_dir
         self.is_chief = is_chief
         self._restore_from = restore_from
-        self._say = say
-        self._heading = heading
+        self.say = say
+        self.heading = heading   # "attempt 2: " under a supervisor
         self._saver = None
         self._step = None       # {key: spec} of the global step
         self._count = count
+        self.session = None     # the DistributedSession saved from (None until ``start``: nothing to save)
+        self.last = (None, time.monotonic())    # (step, time) of the last save
 
     @property
     def restore_from(self):
@@ -100,8 +102,6 @@ class Resumer:
     @restore_from.setter
     def restore_from(self, value):   # a platform-started job's process learns it with the chief's plan
         self._restore_from = value
-        self.session = None     # the DistributedSession saved from
-        self.last = (None, time.monotonic())    # (step, time) of the last save
 
     def start(self, session, global_step=None):
         """Restore-or-initialize ``session`` (every node, at the same point), then remember it for saves."""
@@ -115,10 +115,10 @@ class Resumer:
             path = self._restore_from if self.is_chief else None
             self._saver.restore(session, path)
             if self.is_chief:
-                self._say("{}resuming from checkpoint {} (global step {})".format(self._heading, path, step_of(path)))
-        elif self.is_chief and self._heading:
-            self._say("{}no checkpoint in {} yet; training starts from the initial values".format(
-                self._heading, self.dir))
+                self.say("{}resuming from checkpoint {} (global step {})".format(self.heading, path, step_of(path)))
+        elif self.is_chief and self.heading:
+            self.say("{}no checkpoint in {} yet; training starts from the initial values".format(
+                self.heading, self.dir))
         self.last = (self.global_step() if self._restore_from else None, time.monotonic())
 
     def global_step(self):
@@ -150,9 +150,9 @@ class Resumer:
         worker.start()
         worker.join(timeout)
         if not done:
-            self._say("no checkpoint saved: the save did not finish within {:.0f} s".format(timeout))
+            self.say("no checkpoint saved: the save did not finish within {:.0f} s".format(timeout))
             return False
-        self._say("saved checkpoint {} (global step {}) before stopping".format(done[0], self.last[0]))
+        self.say("saved checkpoint {} (global step {}) before stopping".format(done[0], self.last[0]))
         return True
 
 
@@ -166,13 +166,14 @@ class ResumeHook(tf.compat.v1.train.SessionRunHook):
     """
 
     def __init__(self, checkpoint_dir, restore_from, is_chief, distributed, say, save_steps=None, save_secs=None,
-                 heading=""):
+                 heading="", last_step=None):
         if save_steps is None and save_secs is None:
             save_secs = 600.0   # MonitoredTrainingSession's default
         self._resumer = Resumer(checkpoint_dir, restore_from, is_chief, say, heading)
         self._distributed = distributed
         self._save_steps, self._save_secs = save_steps, save_secs
         self._global_step = tf.compat.v1.train.get_or_create_global_step()
+        self._last_step = last_step   # the script's StopAtStepHook(last_step=...), if any (``last_step_of``)
 
     def save_now(self, timeout=30.0):
         return self._resumer.save_now(timeout)
@@ -184,6 +185,18 @@ class ResumeHook(tf.compat.v1.train.SessionRunHook):
 
     def after_create_session(self, session, coord):
         self._resumer.start(self._distributed(session), self._global_step)
+        if self._resumer.restore_from and self._last_step is not None:
+            self._stop_if_done(coord)
+
+    def _stop_if_done(self, coord):
+        """A checkpoint at the script's last step: stop before any step (StopAtStepHook would run one more: it
+        looks after a step), on every node alike (they restored the same step)."""
+        step = self._resumer.global_step()
+        if step >= self._last_step:
+            if self._resumer.is_chief:
+                self._resumer.say("{}the checkpoint is at global step {}, the script's last step is {}: nothing is "
+                                  "left to train".format(self._resumer.heading, step, self._last_step))
+            coord.request_stop()
 
     def before_run(self, run_context):
         return tf.compat.v1.train.SessionRunArgs(self._global_step)
@@ -199,6 +212,16 @@ class ResumeHook(tf.compat.v1.train.SessionRunHook):
     def end(self, session):
         if self._resumer.is_chief:
             self._resumer.save()
+
+
+def last_step_of(hooks):
+    """The smallest ``last_step`` of the ``StopAtStepHook`` among ``hooks`` (None: none stops at a global step).
+
+    TensorFlow keeps it in the hook's ``_last_step`` (``num_steps`` counts from each session's first step
+    instead, and sets it only then): there is no public accessor."""
+    steps = [h._last_step for h in hooks if isinstance(h, tf.compat.v1.train.StopAtStepHook)
+             and getattr(h, "_last_step", None) is not None]
+    return min(steps) if steps else None
 
 
 class SessionCheckpoints:

@@ -76,20 +76,51 @@ def register(subparsers):
 
 def _names(args):
     from autodist.runner.cluster import DEFAULT_NAME, ClusterNames
-    return ClusterNames(args.name or DEFAULT_NAME)
+    return ClusterNames(DEFAULT_NAME if args.name is None else args.name)   # "" is refused, not the default
+
+
+def _say(line):
+    """Print a line of what the command did; a reader that went away (``up ... | head``) does not undo it."""
+    try:
+        print(line, flush=True)
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)   # the rest goes nowhere, also Python's flush at exit
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def _up(args):
     from autodist.runner.cluster import parse_rate, up
     rate = parse_rate(args.rate)
     up(_names(args), args.nodes, rate, args.output, cores=args.cores or (), threads=args.threads,
-       say=lambda line: print(line, flush=True), slurm=args.slurm, mpi=args.mpi)
+       say=_say, slurm=args.slurm, mpi=args.mpi)
     return 0
+
+
+def _command(args):
+    """The command after NODE, and ``--name`` when it was given there (``exec 0 --name b -- cmd``)."""
+    from autodist.errors import ArgumentError
+    words = list(args.command)
+    if "--" in words:
+        options, command = words[:words.index("--")], words[words.index("--") + 1:]
+    else:
+        options, command = [], words
+    if (options[:1] == ["--name"] and len(options) == 2) or (len(options) == 1 and options[0].startswith("--name=")):
+        name = options[1] if len(options) == 2 else options[0].partition("=")[2]
+        if args.name is not None and args.name != name:
+            raise ArgumentError("autodist cluster exec: two cluster names, --name {} and --name {}; give one".format(
+                args.name, name))
+        args.name, options = name, []
+    if options or command[:1] and command[0].startswith("-"):
+        raise ArgumentError("autodist cluster exec: {!r} before the command: options go before NODE and the command "
+                            "after --, e.g. autodist cluster exec --name NAME 0 -- python train.py".format(
+                                " ".join(options or command[:1])))
+    return command
 
 
 def _exec(args):
     from autodist.runner.cluster import exec_argv
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    command = _command(args)
     argv = exec_argv(_names(args), args.node, command)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -101,11 +132,11 @@ def _link(args):
     from autodist.runner.cluster import link
     if (args.action == "rate") != (args.rate is not None):
         raise ArgumentError("autodist cluster link NODE rate RATE takes a rate (e.g. 100mbit); down and up take none")
-    print(link(_names(args), args.node, args.action, args.rate), flush=True)
+    _say(link(_names(args), args.node, args.action, args.rate))
     return 0
 
 
 def _down(args):
     from autodist.runner.cluster import down
-    down(_names(args), say=lambda line: print(line, flush=True))
+    down(_names(args), say=_say)
     return 0

@@ -53,8 +53,8 @@ from autodist.cli.plan import builder_from_args, require_file
 from autodist.cli.run_options import (add_checkpoint_options, add_elastic_options, add_input_options,
                                       check_checkpoint_options, checkpoint_schedule, elastic_of, input_argv)
 from autodist.errors import RemoteWorkerError, ResourceSpecError
-from autodist.runtime.limits import (MAX_SECONDS, MIN_STALL_TIMEOUT, check_min_nodes, restart_backoff, stall_timeout,
-                                     whole)
+from autodist.runtime.limits import (MAX_SECONDS, MIN_STALL_TIMEOUT, accumulation_steps, check_min_nodes,
+                                     restart_backoff, stall_timeout, whole)
 from autodist.runtime.recovery.restart import ATTEMPT_ENV, NODE_FAILED, supervise
 from autodist.runtime.watch.stall import DEFAULT_STALL_TIMEOUT
 from autodist.runtime.elastic import supervise_elastic
@@ -81,7 +81,7 @@ def register(subparsers):
                         help="strategy builder (default: PSLoadBalancing); see `autodist plan --help`")
     parser.add_argument("--arg", dest="builder_args", action="append", default=[], metavar="KEY=VALUE",
                         help="builder constructor argument (repeatable)")
-    parser.add_argument("--accumulation-steps", type=checked(whole, int), metavar="K",
+    parser.add_argument("--accumulation-steps", type=checked(accumulation_steps, int), metavar="K",
                         help="accumulate gradients over K calls of a train op, synchronize and apply once "
                              "(docs/large_batches.md)")
     parser.add_argument("--trace-dir", metavar="DIR", help="trace a few steps on every node into DIR/timeline.json")
@@ -208,6 +208,8 @@ def _run(args):
                     name="--min-nodes", restarts_name="--max-restarts")
     script = os.path.abspath(args.script)
     require_file(args.script)
+    if args.strategy:   # a builder imports TensorFlow: without its start-up lines, a supervisor's too
+        quiet_tensorflow_start(verbose=args.verbose)
     builder = builder_from_args(args)
     trace_dir, logdir = (os.path.abspath(d) if d else None for d in (args.trace_dir, args.logdir))
     if elastic is not None and not os.environ.get(ATTEMPT_ENV):   # the elastic supervisor (runtime.elastic)

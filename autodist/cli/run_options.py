@@ -1,7 +1,8 @@
 """``autodist run``'s options for elastic jobs and for ``tf.data`` pipelines.
 
     elastic     --elastic, --host-discovery-script S, --max-nodes M (with --min-nodes K), --discovery-interval S,
-                --host-backoff S, --preemption-signal SIG, --preemption-grace S, --keep-per-replica-batch
+                --discovery-settle S, --host-backoff S, --preemption-signal SIG, --preemption-grace S,
+                --keep-per-replica-batch
                 (the process becomes the elastic supervisor: ``autodist.runtime.elastic``)
     pipelines   --uneven-inputs {end,join}, --auto-shard {off,auto,file,data}: every node runs with them
                 (``autodist.capture.datasets``)
@@ -35,6 +36,9 @@ def add_elastic_options(parser):
     group.add_argument("--max-nodes", type=int, metavar="M", help="at most M nodes (default: the spec's count)")
     group.add_argument("--discovery-interval", type=float, default=5.0, metavar="S",
                        help="seconds between two runs of the discovery script (default: %(default)g)")
+    group.add_argument("--discovery-settle", type=float, default=10.0, metavar="S",
+                       help="seconds a host must stay listed (or missing) before the job re-plans for it "
+                            "(default: %(default)g; 0: at once)")
     group.add_argument("--host-backoff", type=float, default=60.0, metavar="S",
                        help="a failing or preempted host is set aside S s, twice as long at each failure "
                             "(default: %(default)g)")
@@ -113,8 +117,9 @@ def elastic_of(args, spec):
     from autodist.runtime.elastic import elastic_settings
     names = {"min_nodes": "--min-nodes", "max_nodes": "--max-nodes", "interval": "--discovery-interval",
              "host_backoff": "--host-backoff", "preemption_signal": "--preemption-signal",
-             "preemption_grace": "--preemption-grace", "script": "--host-discovery-script"}
+             "preemption_grace": "--preemption-grace", "script": "--host-discovery-script",
+             "settle": "--discovery-settle"}
     return elastic_settings(spec, args.elastic, args.host_discovery_script, args.min_nodes, args.max_nodes,
                             args.discovery_interval, args.host_backoff, args.preemption_signal,
                             args.preemption_grace, args.max_restarts, args.restart_backoff,
-                            args.keep_per_replica_batch, names=names)
+                            args.keep_per_replica_batch, names=names, settle=args.discovery_settle)

@@ -12,6 +12,8 @@ import re
 
 import tensorflow as tf
 
+from autodist.graph_editor._library import library_closure
+
 __all__ = [
     "make_list_of_op",
     "get_tensors",
@@ -22,6 +24,7 @@ __all__ = [
     "placeholder_name",
     "make_placeholder_from_tensor",
     "make_placeholder_from_dtype_and_shape",
+    "library_closure",   # the library functions some nodes call, transitively (control flow, tf.function)
 ]
 
 # Prefix of every placeholder the editor creates ("graph editor placeholder").

@@ -33,7 +33,7 @@ import sys
 import tempfile
 import threading
 
-__all__ = ["is_chatter", "NodeConsole", "quiet_tensorflow_start", "import_quietly", "WholeLines"]
+__all__ = ["is_chatter", "NodeConsole", "quiet_tensorflow_start", "import_quietly", "call_quietly", "WholeLines"]
 
 # glog's prefix: severity, date (month, day), time (absl's seconds may run long), thread, file:line]
 _GLOG = re.compile(r"^(?P<severity>[IWEF])\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ \S+:\d+\] ")
@@ -97,19 +97,28 @@ def quiet_tensorflow_start(verbose=False):
 
 def import_quietly(name):
     """Import module ``name`` with file descriptor 2 caught; write back the lines that are not chatter."""
+    return call_quietly(importlib.import_module, name)
+
+
+def call_quietly(fn, *args, dropped=()):
+    """``fn(*args)`` with file descriptor 2 caught; then write back the lines that are not chatter and, when ``fn``
+    raised, do not contain one of ``dropped`` (TensorFlow's own lines of an error autodist reports itself)."""
     sys.stderr.flush()
     saved = os.dup(2)
+    failed = True
     with tempfile.TemporaryFile() as caught:
         os.dup2(caught.fileno(), 2)
         try:
-            return importlib.import_module(name)
+            result = fn(*args)
+            failed = False
+            return result
         finally:
             sys.stderr.flush()
             os.dup2(saved, 2)
             os.close(saved)
             caught.seek(0)
-            kept = [line for line in caught.read().decode("utf-8", "replace").splitlines()
-                    if not is_chatter(line)]
+            kept = [line for line in caught.read().decode("utf-8", "replace").splitlines() if not is_chatter(line)
+                    and not (failed and any(d in line for d in dropped))]
             if kept:
                 sys.stderr.write("\n".join(kept) + "\n")
                 sys.stderr.flush()

@@ -26,11 +26,12 @@ _SNIPPET = ("import json, sys, autodist, tensorflow; print({!r} + ' ' + json.dum
 def local_versions():
     """The versions every node must match: ``{"autodist": ..., "tensorflow": ...}``.
 
-    Imports TensorFlow (a few seconds the first time).
+    Imports TensorFlow (a few seconds the first time), without its start-up chatter on the console: the
+    elastic supervisor is the first to import it in its process when a remote host joins.
     """
     import autodist
-    import tensorflow
-    return {"autodist": autodist.__version__, "tensorflow": tensorflow.__version__}
+    from autodist.runner.console import import_quietly
+    return {"autodist": autodist.__version__, "tensorflow": import_quietly("tensorflow").__version__}
 
 
 def _where(runner):

@@ -8,7 +8,7 @@ ends":
     job.succeeded()                the job ended well: after_success (autodist run's checkpoints go)
     sys.exit(code) in ad.scope()   chief_exiting: an error status ends the job at once
     the chief's exit               _finish_at_exit: the teardown; a failed node's status
-    a joined process's exit        _platform_exit: "done", or EXIT_RETRY after a peer's failure
+    a joined process's exit        _platform_exit: "done", EXIT_RETRY after a peer's failure, or its failed status
     the chief's last exit work     leave_if_stuck: a step still waiting on a failed node ends with its status
     any process's exit             close_at_exit: the session closed before TensorFlow unloads
 """
@@ -18,7 +18,7 @@ import sys
 
 from autodist.errors import RemoteWorkerError
 from autodist.runtime.join.places import EXIT_RETRY
-from autodist.runtime.launch.member_server import note_exit
+from autodist.runtime.launch.member_server import note_exit, script_failed
 from autodist.runtime.session.distributed import calls_in_flight
 
 __all__ = ["JobEnding", "close_at_exit", "leave_if_stuck", "leave_with"]
@@ -32,11 +32,13 @@ class JobEnding:
     """
 
     def _platform_exit(self):
-        """The end of a platform-started job's process: stopped by a peer's failure (retry status), or done."""
+        """The end of a platform-started job's process: stopped by a peer's failure (retry status), done, or its
+        script failed (it leaves with its own status at once: the others see it gone, and stop with the retry
+        status; saying "done" and waiting for the chief would hold a chief that waits for this process)."""
         self._stop_watches()
         failure = self._platform.failure()
         if failure is None:
-            if self._platform.finish():
+            if not script_failed() and self._platform.finish():
                 self._after_success()
             return
         leave_with(EXIT_RETRY)   # another process failed or went away: the platform restarts the whole job

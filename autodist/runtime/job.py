@@ -44,6 +44,7 @@ from autodist.runtime.context import JobContext
 from autodist.runtime.ending import JobEnding, close_at_exit, leave_if_stuck
 from autodist.runtime.launch.coordinator import Coordinator
 from autodist.runtime.elastic.attempt import ElasticAttempt
+from autodist.runtime.elastic.membership import with_hosts
 from autodist.runtime.elastic.preemption import install_member_handler
 from autodist.runner.srun import pick_launcher
 from autodist.runtime.launch.member_server import serve
@@ -60,8 +61,9 @@ from autodist.runtime.launch.node import runner_factory, single_node_job
 from autodist.plan.strategy import Strategy
 from autodist.runtime.join.platform import EXIT_RETRY, Handoff, platform_versions
 from autodist.runtime.strategy_handoff import (adopt_calibration, build_strategy, calibration_from_dict,
-                                               keep_calibration, load_strategy, script_argv, with_accumulation,
-                                               write_calibration)
+                                               check_fingerprint, keep_calibration, load_strategy, script_argv,
+                                               with_accumulation, write_calibration, write_fingerprint)
+from autodist.capture.fingerprint import check_same_graph, fingerprint
 from autodist.spec.cluster import cpu_count_of
 
 __all__ = ["Job", "build_strategy", "load_strategy", "script_argv", "EXIT_NODE_FAILED"]
@@ -122,6 +124,8 @@ class Job(JobEnding):
         self._platform = platform   # a job the platform started (``runtime.join``): every process joins it
         self.on_handoff = []        # callables(the chief's worker_env), on the other processes of such a job
         self._context = platform.context if platform is not None else context if context is not None else env_context
+        if self._context is not None:   # an elastic job's hosts that joined through the spec's node template
+            resource_spec = with_hosts(resource_spec, self._context.addresses)
         self._parent = os.getppid()
         self._coordinator = None
         self._node_failed = False   # the job ended through another node's failure (``ending.leave_if_stuck``)
@@ -264,7 +268,8 @@ class Job(JobEnding):
         staging = tempfile.mkdtemp(prefix="autodist-")
         try:   # the staged copy goes also when the launch fails (preflight, a signal)
             path = strategy.serialize(os.path.join(staging, "strategy.pb"))
-            staged = [write_calibration(staging, calibration)] if calibration is not None else []
+            staged = [write_fingerprint(staging, item)]   # every node checks it captured the same graph
+            staged += [write_calibration(staging, calibration)] if calibration is not None else []
             self._coordinator = coordinator = Coordinator(
                 self._spec, job_id, verbose=self._verbose, monitor=self._monitor, stall_timeout=self._stall_timeout,
                 worker_env=self.worker_env, before_term=self._before_term,
@@ -287,10 +292,12 @@ class Job(JobEnding):
             calibration = self._keep_calibration()
             if calibration is not None:   # before the strategy, for which the others wait
                 write_calibration(os.path.dirname(path), calibration)
+            write_fingerprint(os.path.dirname(path), item)
             strategy = self._build_strategy(item, self._spec)
             strategy.serialize(path)
         else:
             strategy = load_strategy(context)
+            check_fingerprint(path, item, context.address, context.chief)
             self._builder = adopt_calibration(self.strategy_builder, path)
         failure = self._chief_lost if self._launched_by_chief else None
         self._session_args = (context, failure, None)
@@ -307,13 +314,14 @@ class Job(JobEnding):
             strategy = self._build_strategy(item, self._spec)
             platform.send_plan(Handoff(strategy.to_bytes(), self._spec.to_dict(),
                                        calibration.to_dict() if calibration is not None else None,
-                                       dict(self.worker_env), platform_versions()))
+                                       dict(self.worker_env), platform_versions(), fingerprint(item)))
         else:
             handoff = platform.receive_plan()
             if handoff.spec != self._spec.to_dict():
                 raise LaunchError("{} sees another job than the chief: its spec {} against the chief's {} (the "
                                   "processes' environments differ: AUTODIST_CPUS_PER_NODE, GPUs...)".format(
                                       context.address, self._spec.to_dict(), handoff.spec))
+            check_same_graph(handoff.fingerprint, fingerprint(item), context.address, context.chief)
             strategy = Strategy.from_bytes(handoff.strategy, "the chief's plan")
             if handoff.calibration is not None:
                 self._builder = self.strategy_builder.with_calibration(calibration_from_dict(handoff.calibration))

@@ -9,6 +9,7 @@ value exits with status 2 and a usage line) and ``AutoDist(...)``'s arguments
     restart_backoff           0 .. MAX_SECONDS s (a finite number: it is slept)
     max_restarts              a whole number >= 0
     min_nodes                 1 .. the spec's node count, and only with restarts (it acts at a restart)
+    accumulation_steps        1 .. MAX_ACCUMULATION_STEPS micro-steps per update
 """
 import math
 import numbers
@@ -16,20 +17,30 @@ import numbers
 from autodist.errors import ArgumentError
 from autodist.runtime.watch.stall import QUIET_AFTER
 
-__all__ = ["MIN_STALL_TIMEOUT", "MAX_SECONDS", "whole", "seconds", "stall_timeout", "restart_backoff",
+__all__ = ["MIN_STALL_TIMEOUT", "MAX_SECONDS", "MAX_ACCUMULATION_STEPS", "whole", "accumulation_steps", "seconds",
+           "stall_timeout", "restart_backoff",
            "check_min_nodes", "check_job_arguments"]
 
 #: Nodes report once a second, and one unheard for QUIET_AFTER s counts as quiet: a stall timeout not
 #: beyond that would call healthy nodes stalled between two late reports.
 MIN_STALL_TIMEOUT = QUIET_AFTER + 1.0
 MAX_SECONDS = 7 * 24 * 3600.0   # a week
+#: Micro-steps per update: the plan keeps them in an int64 (a larger number was a raw protobuf error); 2**31 - 1
+#: micro-batches is far beyond any batch one accumulates, and fits every integer type on the way.
+MAX_ACCUMULATION_STEPS = 2 ** 31 - 1
 
 
-def whole(value, name, least=1):
-    """``value`` as an int >= ``least`` (a bool, a float or text is refused)."""
+def whole(value, name, least=1, most=None):
+    """``value`` as an int >= ``least`` (and <= ``most``, when given; a bool, a float or text is refused)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
         raise ArgumentError("{} must be a whole number >= {}, got {!r}".format(name, least, value))
+    if most is not None and value > most:
+        raise ArgumentError("{} must be a whole number from {} to {}, got {!r}".format(name, least, most, value))
     return int(value)
+
+
+def accumulation_steps(value, name="accumulation_steps"):
+    return whole(value, name, most=MAX_ACCUMULATION_STEPS)
 
 
 def seconds(value, name, least, most=MAX_SECONDS):

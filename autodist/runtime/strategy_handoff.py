@@ -5,10 +5,14 @@ hand-off itself, through the job's directory on every node::
 
     chief    build_strategy(item, spec, builder) -> <workdir>/strategy.pb
              keep_calibration(builder, spec)     -> <workdir>/<JOB_CALIBRATION_FILE> (AutoStrategy)
+             write_fingerprint(dir, item)        -> <workdir>/fingerprint.json: the graph it planned for
              script_argv()                       -> ["/abs/train.py", "--epochs", "3"]
     member   load_strategy(context)              <- strategy.pb (waits for it, bounded)
              adopt_calibration(builder, path)    <- the calibration next to it: the chief's plan
+             check_fingerprint(path, item, ...)  <- the chief's fingerprint: this process captured the same
+                                                    graph, or GraphMismatchError naming the first difference
 """
+import json
 import os
 import sys
 
@@ -19,7 +23,10 @@ from autodist.runner.base import wait_until
 from autodist.runtime.calibrate.first_probe import calibration_for_planning
 
 __all__ = ["build_strategy", "with_accumulation", "accumulation_of", "load_strategy", "keep_calibration",
-           "write_calibration", "adopt_calibration", "shipped_calibration", "calibration_from_dict", "script_argv"]
+           "write_calibration", "adopt_calibration", "shipped_calibration", "calibration_from_dict", "script_argv",
+           "write_fingerprint", "check_fingerprint", "FINGERPRINT_FILE"]
+
+FINGERPRINT_FILE = "fingerprint.json"
 
 
 def build_strategy(graph_item, resource_spec, builder):
@@ -116,6 +123,28 @@ def shipped_calibration(strategy_path):
     """The calibration the chief shipped next to the strategy at ``strategy_path``, or None."""
     from autodist.strategies.cost.calibration import JOB_CALIBRATION_FILE, read_calibration_file
     return read_calibration_file(os.path.join(os.path.dirname(strategy_path), JOB_CALIBRATION_FILE))
+
+
+def write_fingerprint(directory, item):
+    """Write ``item``'s fingerprint (``capture.fingerprint``) into ``directory``, next to the strategy; its path."""
+    from autodist.capture.fingerprint import fingerprint
+    from autodist.fileio import atomic_write_bytes
+    path = os.path.join(directory, FINGERPRINT_FILE)
+    atomic_write_bytes(path, json.dumps(fingerprint(item)).encode())
+    return path
+
+
+def check_fingerprint(strategy_path, item, me, chief):
+    """A member: ``item`` is the graph the chief planned for (its fingerprint next to the strategy), else
+    ``GraphMismatchError`` naming the first difference."""
+    from autodist.capture.fingerprint import check_same_graph, fingerprint
+    try:
+        with open(os.path.join(os.path.dirname(strategy_path), FINGERPRINT_FILE)) as f:
+            chiefs = json.load(f)
+    except (OSError, ValueError) as e:
+        raise LaunchError("node {}: cannot read the chief's fingerprint next to its strategy ({})".format(me, e)) \
+            from None
+    check_same_graph(chiefs, fingerprint(item), me, chief)
 
 
 def script_argv():

@@ -47,7 +47,9 @@ def _host_of(entry, source, key):
     match = re.fullmatch(r"\[([^\]]+)\]:([0-9]+)|([^:\[\]]+):([0-9]+)", entry.strip())
     if match is None:
         raise _error(source, key, "expected \"host:port\" (IPv6: \"[addr]:port\"), got {!r}".format(entry))
-    host = match.group(1) or match.group(3)
+    host, port = match.group(1) or match.group(3), int(match.group(2) or match.group(4))
+    if not 1 <= port <= 65535:   # 0 would be any free port, which no other task can know; more wraps around
+        raise _error(source, key, "port {} of {!r} is not a TCP port (1 to 65535)".format(port, entry))
     problem = address_problem(host)
     if problem:
         raise _error(source, key, problem)

@@ -208,6 +208,7 @@ class ResourceSpec:
         self._name = doc["name"]
         self._started_by = doc["started_by"]
         self._groups = {name: _ssh_config(fields, name, path) for name, fields in doc["ssh"].items()}
+        self._template = doc["node_template"]   # a node's fields less address and chief, or None
         self._nodes = tuple(_node_spec(fields, i == chief) for i, fields in enumerate(doc["nodes"]))
         self._chief = self._nodes[chief].address
         self._devices = {}
@@ -226,6 +227,11 @@ class ResourceSpec:
     @property
     def name(self):
         return self._name
+
+    @property
+    def node_template(self):
+        """A listed host's settings for the hosts the spec does not list (``spec.template``), or None."""
+        return None if self._template is None else _node_dict(NodeSpec(address="", chief=False, **self._template))
 
     @property
     def started_by(self):
@@ -338,6 +344,8 @@ class ResourceSpec:
             data["started_by"] = self._started_by
         if self._groups:
             data["ssh"] = {name: _ssh_dict(cfg) for name, cfg in self._groups.items()}
+        if self._template is not None:
+            data["node_template"] = self.node_template
         return data
 
     def __repr__(self):
@@ -370,8 +378,9 @@ def _by_node(pairs):
 
 
 def _node_dict(node):
-    data = {"address": node.address, "gpus": list(node.gpus), "cpus": list(node.cpus),
-            "chief": node.chief, "network_bandwidth": node.network_bandwidth}
+    data = {"gpus": list(node.gpus), "cpus": list(node.cpus), "network_bandwidth": node.network_bandwidth}
+    if node.address:   # a template has none
+        data = {"address": node.address, "chief": node.chief, **data}
     if node.ssh_config is not None:
         data["ssh_config"] = node.ssh_config
     if node.threads:

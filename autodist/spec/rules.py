@@ -14,7 +14,9 @@ Rules, in the order they are checked:
   4. a non-chief node whose address is not loopback has an ``ssh_config``
      (it can only be reached over SSH);
   5. loopback and non-loopback addresses are not mixed: a 127.0.0.x server is
-     reachable only from its own machine, so such a cluster would hang at start.
+     reachable only from its own machine, so such a cluster would hang at start;
+  6. the node template's ``ssh_config`` names a group under ``ssh`` (the nodes
+     made from it are checked by these rules when they are made).
 """
 import difflib
 import ipaddress
@@ -128,6 +130,10 @@ def check_rules(doc, tree, ctx):
     chief = _one_chief(nodes, tree, ctx)
     _ssh_references(nodes, doc["ssh"], chief, tree, ctx, doc.get("started_by", "chief") == "platform")
     _not_mixed(nodes, chief, tree, ctx)
+    template = doc.get("node_template")
+    if template is not None and template["ssh_config"] is not None and template["ssh_config"] not in doc["ssh"]:
+        raise ctx.error("no ssh group named {!r} (groups: {})".format(template["ssh_config"], ", ".join(
+            sorted(doc["ssh"])) or "none"), _line(tree, "node_template", "ssh_config"), "node_template.ssh_config")
     return chief
 
 

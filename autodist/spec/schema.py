@@ -337,6 +337,11 @@ NODE = Record("a node (a mapping with at least 'address')", (
         "node is pinned to, all its threads; []: not pinned", []),
 ))
 
+#: A node without an address: what a host the spec does not list takes when an elastic job's discovery finds it.
+NODE_TEMPLATE = Record("a node template (a node's settings without 'address' and 'chief')",
+                       tuple(k for k in NODE.keys if k.name not in ("address", "chief")))
+
+
 def _started_by(value):
     return None if value in ("chief", "platform") else "must be 'chief' or 'platform', got {!r}".format(value)
 
@@ -351,6 +356,8 @@ SPEC = Record("a mapping with a 'nodes' list", (
     Key("nodes", ListOf(NODE, "a list of nodes"), "the machines of the cluster"),
     Key("ssh", MapOf(SSH_GROUP, "a mapping of ssh group names to settings"),
         "named SSH settings that nodes refer to with 'ssh_config'", {}),
+    Key("node_template", NODE_TEMPLATE, "the settings of a host an elastic job's discovery script finds that "
+        "'nodes' does not list (docs/elastic.md); without it such a host is left out", None),
 ))
 
 
@@ -373,5 +380,7 @@ def describe_schema():
             yield "{:32} {:30} {}".format(shown, default, key.description)
             if isinstance(getattr(kind, "item", None), Record):
                 yield from walk(kind.item, shown + ".")
+            elif isinstance(kind, Record):
+                yield from walk(kind, shown + ".")
 
     return list(walk(SPEC, ""))

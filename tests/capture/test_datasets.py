@@ -53,6 +53,38 @@ def test_auto_shard_reads_a_nodes_files_or_every_nth_element(tmp_path):
         _read_all(lines, auto_shard="files", **node_1_of_2)
 
 
+def _sharded(dataset_fn, policy, graph_seed=None):
+    from autodist.capture.datasets.sharding import shard_for_node
+    with tf.Graph().as_default():
+        if graph_seed is not None:
+            tf1.set_random_seed(graph_seed)
+        return shard_for_node(dataset_fn(), policy, 2, 0)
+
+
+def test_sharding_refuses_a_shuffle_without_a_seed_where_it_shards_after_it(tmp_path):
+    # each node would shuffle in its own order: shards overlap and miss elements (before: silently)
+    (tmp_path / "a.txt").write_text("1\n")
+
+    def files(shuffle):
+        return tf.data.Dataset.list_files(str(tmp_path / "*.txt"), shuffle=shuffle)
+
+    def records(seed=None):
+        return files(False).interleave(tf.data.TextLineDataset, cycle_length=1).shuffle(4, seed=seed)
+
+    def numbers(seed=None):
+        return tf.data.Dataset.range(8).shuffle(4, seed=seed).batch(2)
+    for fn, policy in ((numbers, "data"), (numbers, "auto"), (records, "data"), (lambda: files(True), "file"),
+                       (lambda: files(True).interleave(tf.data.TextLineDataset), "auto")):
+        with pytest.raises(CaptureError, match=r"auto_shard='{}': the input pipeline shuffles without a seed \(op "
+                                               r"'.*ShuffleDataset.*'\)".format(policy)):
+            _sharded(fn, policy)
+    _sharded(lambda: numbers(seed=3), "data")      # seeded: the same order on every node
+    _sharded(numbers, "data", graph_seed=7)        # a graph seed seeds it too
+    _sharded(records, "file")                      # the files are sharded, their records shuffled: fine
+    with pytest.warns(UserWarning, match="shuffles its records without a seed"):
+        _sharded(records, "auto")                  # fine by files; by elements (fewer files than nodes) it is not
+
+
 def test_lookahead_counts_the_replicas_with_data_in_the_next_step():
     with tf.Graph().as_default():
         get_next = tf1.data.make_one_shot_iterator(with_lookahead(

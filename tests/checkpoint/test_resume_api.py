@@ -149,3 +149,11 @@ def test_a_periodic_save_waits_for_the_end_of_an_accumulation():
         session.at_update_boundary = call % 3 == 2
         checkpoints._after_run(session)
     assert len(saves) == 2
+
+
+def test_a_save_asked_before_the_session_exists_saves_nothing_and_says_so_by_its_result(tmp_path):
+    # SIGTERM while the chief launches its job: before the fix, AttributeError ('Resumer' has no 'session')
+    from autodist.checkpoint.resume import SessionCheckpoints
+    checkpoints = SessionCheckpoints(str(tmp_path / "ckpt"), 2, True, {}, say=print)
+    assert checkpoints.save_now(timeout=1.0) is False
+    assert newest_checkpoint(str(tmp_path / "ckpt")) is None

@@ -36,8 +36,12 @@ def script(tmp_path):
     (["--stall-timeout", "1e-9"], "argument --stall-timeout: the value must be a number of seconds from 4 to"),
     (["--stall-timeout", "inf"], "argument --stall-timeout: the value must be a number of seconds"),
     (["--min-nodes", "0", "--max-restarts", "1"], "argument --min-nodes: the value must be a whole number >= 1"),
+    (["--accumulation-steps", "99999999999999999999"], "argument --accumulation-steps: the value must be a whole "
+                                                       "number from 1 to 2147483647"),
+    (["--elastic", "--preemption-signal", "9"], "--preemption-signal: '9' is not a signal a process can handle"),
+    (["--elastic", "--preemption-signal", "19"], "--preemption-signal: '19' is not a signal a process can handle"),
 ], ids=["backoff-inf", "backoff-nan", "backoff-negative", "steps-negative", "steps-zero", "stall-tiny",
-        "stall-inf", "min-nodes-zero"])
+        "stall-inf", "min-nodes-zero", "accumulation-huge", "preemption-sigkill-number", "preemption-sigstop-number"])
 def test_out_of_range_options_exit_2_at_parse_time(capsys, script, options, message):
     assert cli.main(["run", "-r", TWO_NODES] + options + [script]) == 2
     err = capsys.readouterr().err

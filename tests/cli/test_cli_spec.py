@@ -122,7 +122,8 @@ def test_schema_lists_every_key(capsys):
     for line in describe_schema():
         assert line in out
     for key in ("nodes[].address", "nodes[].network_bandwidth", "ssh.<name>.port",
-                "ssh.<name>.accept_new_host_keys", "ssh.<name>.known_hosts_file"):
+                "ssh.<name>.accept_new_host_keys", "ssh.<name>.known_hosts_file", "node_template.cpus",
+                "node_template.ssh_config"):
         assert key in out
 
 

@@ -101,7 +101,8 @@ def test_discovery_grows_and_shrinks_the_job_and_sets_a_failing_host_aside(chief
     script.write_text("#!/bin/sh\ncat {}\n".format(hosts))
     script.chmod(0o755)
     chief = chiefs(["-m", "autodist", "run", "-r", str(spec), "-s", "AllReduce", "--host-discovery-script",
-                    str(script), "--discovery-interval", "0.5", "--host-backoff", "2", "--min-nodes", "1",
+                    str(script), "--discovery-interval", "0.5", "--discovery-settle", "1", "--host-backoff", "2",
+                    "--min-nodes", "1",
                     "--max-nodes", "3", os.path.join(SCRIPTS, "elastic_train.py"), "--steps", "30",
                     "--checkpoint-dir", str(tmp_path / "ckpt"), "--step-sleep", "0.3"])
     chief.wait_for(r"node 1 of 2 step 5$", 150)
@@ -169,3 +170,46 @@ def test_sigterm_to_a_member_saves_one_step_everywhere_and_the_job_goes_on(chief
     assert [lost for _, _, _, lost in _report_changes(chief)] == ["0"]
     _matches(_weights(out), expected)
     _no_process_left(chief)
+
+
+def test_a_flapping_host_changes_nothing_then_a_host_the_spec_does_not_list_joins_through_its_template(chiefs,
+                                                                                                        tmp_path):
+    # The spec lists only the chief; its node template admits 127.0.0.2. The discovery script lists 127.0.0.2 at
+    # every other run (before: a change at each, every attempt interrupted after a step, the job never ended and
+    # trained past its last step), then at every run: it joins once it has stayed listed for --discovery-settle s.
+    expected = _reference([os.path.join(SCRIPTS, "elastic_train.py"), "--steps", "30"])
+    spec = tmp_path / "spec.yml"
+    spec.write_text(yaml.safe_dump({"nodes": [{"address": "127.0.0.1", "chief": True}], "node_template": {}}))
+    mode, runs = tmp_path / "mode", tmp_path / "runs"
+    mode.write_text("flip")
+    script = tmp_path / "discover.sh"
+    script.write_text('#!/bin/sh\nn=$(cat {runs} 2>/dev/null || echo 0)\necho $((n + 1)) > {runs}\necho 127.0.0.1\n'
+                      'if [ "$(cat {mode})" = stable ] || [ $((n % 2)) = 1 ]; then echo 127.0.0.2; fi\n'.format(
+                          runs=runs, mode=mode))
+    script.chmod(0o755)
+    ckpt = str(tmp_path / "ckpt")
+    chief = chiefs(["-m", "autodist", "run", "-r", str(spec), "-s", "AllReduce", "--host-discovery-script",
+                    str(script), "--discovery-interval", "0.5", "--discovery-settle", "3",
+                    os.path.join(SCRIPTS, "elastic_train.py"), "--steps", "30", "--checkpoint-dir", ckpt,
+                    "--step-sleep", "0.3"])
+    chief.wait_for(r"^node 0 of 1 step 8$", 150)
+    assert int(runs.read_text()) >= 8 and "membership change" not in chief.output(), chief.output()[-3000:]
+    mode.write_text("stable")
+    assert chief.wait(240) == 0, chief.output()[-5000:]
+    out = chief.output()
+    assert set(re.findall(r"\[autodist\] membership change \d+: [^;]*;", out)) == {
+        "[autodist] membership change 1: 127.0.0.2 joins;"}, out[-5000:]   # the supervisor's line and the chief's
+    assert "[autodist] plan change: nodes 127.0.0.1 -> 127.0.0.1, 127.0.0.2; builder AllReduce; replicas 1 -> 2" in out
+    assert max(int(s) for s in re.findall(r"node \d of \d step (\d+)$", out, re.M)) == 30   # never beyond
+    _matches(_weights(out), expected)
+    _matches(_weights(out, "[127.0.0.2] "), expected)
+    assert "elastic: attempt 2 on 2 node(s): 127.0.0.1, 127.0.0.2" in out and "attempt 3" not in out
+    assert "absl::InitializeLog" not in out and "oneDNN" not in out   # the supervisor's TensorFlow start-up lines
+    _no_process_left(chief)
+    # The job ended at its last step: run again, it restores step 30 and stops before any step (it ran one more)
+    again = chiefs(["-m", "autodist", "run", "-r", ONE_NODE, os.path.join(SCRIPTS, "elastic_train.py"), "--steps",
+                    "30", "--checkpoint-dir", ckpt])
+    assert again.wait(120) == 0, again.output()[-3000:]
+    assert "the checkpoint is at global step 30, the script's last step is 30: nothing is left to train" \
+        in again.output()
+    assert not re.search(r"step \d+$", again.output(), re.M), again.output()[-3000:]

@@ -10,6 +10,8 @@ id that no process of the job is left and that its directory is gone.
 3. a second SIGTERM / Ctrl-C while the job is being stopped does not cut the stop short
 4. an API chief that calls ``sys.exit(3)`` mid-training ends the job at once, with its own status
 5. a node that fails after the chief's script has finished fails the job
+6. SIGTERM while the chief launches a job that keeps checkpoints: 143 (a retryable preemption), no traceback
+7. a node whose script built another graph than the chief's fails the job, naming the first difference
 """
 import os
 import re
@@ -160,3 +162,33 @@ def test_a_node_failing_after_the_chief_finished_fails_the_job(chiefs, mode, del
     tail = output[output.rindex("worker on 127.0.0.2 failed"):]
     assert "its training script exited with code 1" in tail
     assert tail.rstrip().endswith("AssertionError: the checked file is missing"), tail
+
+
+# -- 6. SIGTERM during the launch of a job that keeps checkpoints -------------------------------------
+
+ELASTIC_SCRIPT = os.path.join(SCRIPTS, "elastic_train.py")
+
+
+@pytest.mark.parametrize("mode", ["run", "elastic"])
+def test_sigterm_while_the_chief_launches_a_checkpointing_job_exits_143(chiefs, tmp_path, mode):
+    # The chief announces the job before it starts the other node's script and waits for it: a SIGTERM then
+    # reaches the checkpoint's save before any session exists (before the fix: AttributeError, exit 1).
+    elastic = ["--elastic"] if mode == "elastic" else []
+    chief = chiefs(["-m", "autodist", "run", "-r", LOOPBACK, "-s", "PS"] + elastic + [
+        ELASTIC_SCRIPT, "--steps", "5", "--checkpoint-dir", str(tmp_path / "ckpt")])
+    chief.wait_for(r"\[autodist\] job \S+: 2 nodes", 150)
+    chief.signal(signal.SIGTERM)
+    assert _ended(chief) == 143, chief.output()[-4000:]
+    assert "Traceback" not in chief.output() and "AttributeError" not in chief.output(), chief.output()[-4000:]
+
+
+# -- 7. a node that captured another graph than the chief ---------------------------------------------
+
+def test_a_node_that_built_another_graph_fails_the_job_naming_the_difference(chiefs):
+    # another learning rate on the other node: before, the job trained two different models without a word
+    chief = chiefs(_api_argv("PS", "--steps", "3", "--worker-lr", "0.5"))
+    assert _ended(chief) == 1
+    output = chief.output()
+    assert "worker on 127.0.0.2 failed" in output, output[-3000:]
+    assert "GraphMismatchError: 127.0.0.2 captured another graph than the chief 127.0.0.1: the optimizer " \
+           "GradientDescentOptimizer's learning_rate: 0.1 on the chief, 0.5 here" in output, output[-3000:]

@@ -12,6 +12,7 @@ readiness bound, naming it.
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -195,3 +196,63 @@ def test_a_process_that_never_comes_up_stops_the_others_at_the_readiness_bound(l
     assert statuses[0] != 0
     output = processes.output(0)
     assert "did not come together within 6 s" in output and "127.0.0.2" in output
+
+
+@pytest.fixture
+def foreign(tmp_path):
+    """``hold(server, kind)``: something that is not this job's process listens at ``server`` ("host:port"): a
+    program that only accepts connections ("listener"), or a TensorFlow server of another job ("another-job").
+    Everything is stopped at the end."""
+    import socket
+    import threading
+    held = []
+
+    def hold(server, kind):
+        host, port = server.rsplit(":", 1)
+        if kind == "listener":
+            sock = socket.socket()
+            sock.bind((host, int(port)))
+            sock.listen(16)
+            accepted = []
+            threading.Thread(target=lambda: [accepted.append(sock.accept()) for _ in range(1000)], daemon=True).start()
+            held.append(sock.close)
+            return
+        code = ("import sys, time, tensorflow as tf\nserver = tf.distribute.Server({'other': [sys.argv[1]]}, "
+                "job_name='other', task_index=0)\nprint('serving', flush=True)\ntime.sleep(600)\n")
+        proc = subprocess.Popen([sys.executable, "-c", code, server], stdout=subprocess.PIPE, text=True,
+                                env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), start_new_session=True)
+        held.append(lambda: (os.killpg(proc.pid, signal.SIGKILL), proc.wait(10)))
+        assert proc.stdout.readline().strip() == "serving"
+    yield hold
+    for stop in held:
+        stop()
+
+
+@pytest.mark.parametrize("kind, reason", [
+    ("listener", "it accepts connections but does not answer as a TensorFlow server"),
+    ("another-job", "its TensorFlow server is not this job's process of task 0")])
+def test_something_else_on_the_chiefs_port_is_not_taken_for_the_chief(launch, foreign, kind, reason):
+    # before: "2 of 2 processes up", then a silent wait for the chief's plan
+    envs = tf_config_envs(2)
+    foreign(json.loads(envs[0]["TF_CONFIG"])["cluster"]["chief"][0], kind)
+    envs[1]["AUTODIST_READY_TIMEOUT"] = "16"   # one "waiting for" line (every 10 s), then the bound
+    processes = launch(envs[1:], ["--steps", "2"], order=[0])
+    assert processes.wait(90)[0] != 0
+    output = processes.output(0)
+    assert "processes up" not in output, output[-3000:]
+    assert re.search(r"waiting for 1 of 1 processes \(\d+ s of 16\): 127\.0\.0\.1 \(127\.0\.0\.1:\d+\): " +
+                     re.escape(reason), output), output[-3000:]
+    assert "did not come together within 16 s: still waiting for 127.0.0.1" in output
+
+
+def test_a_process_that_built_another_graph_stops_the_job_naming_the_difference(launch):
+    # the same script, another argument on one process: before, both exited 0 with different weights
+    envs = tf_config_envs(2)
+    envs[1]["JOIN_LINEAR_LR"] = "0.5"
+    processes = launch(envs, ["--strategy", "PS", "--steps", "4"], order=[0, 1], delay=0.5)
+    statuses = processes.wait(120)
+    assert statuses[1] == 1 and statuses[0] == EXIT_RETRY, {r: processes.output(r)[-2000:] for r in statuses}
+    assert re.search(r"GraphMismatchError: 127\.0\.0\.2 captured another graph than the chief 127\.0\.0\.1: the "
+                     r"optimizer GradientDescentOptimizer's learning_rate: 0\.1 on the chief, 0\.5 here",
+                     processes.output(1)), processes.output(1)[-3000:]
+    assert "RESULT" not in processes.output(0) + processes.output(1)

@@ -55,6 +55,15 @@ def test_up_exec_link_down_and_nothing_is_left(bare, tmp_path):
         assert not (tmp_path / "other.yml").exists()
         missing = _in(cluster, 5, "true")
         assert missing.returncode == 2 and "has nodes 0, 1" in missing.stderr
+        # --name after NODE names the cluster (it ran `--name` in the default cluster before)
+        after = subprocess.run([sys.executable, "-m", "autodist", "cluster", "exec", "0", "--name", cluster.name,
+                                "--", "ip", "-o", "-4", "addr", "show", "eth0"], capture_output=True, text=True,
+                               timeout=60)
+        assert after.returncode == 0 and "10.77.0.1/24" in after.stdout, after.stderr
+        # the spec up wrote is one `spec validate` has nothing to warn about (it warned of its python_venv)
+        checked = subprocess.run([sys.executable, "-m", "autodist", "spec", "validate", cluster.spec],
+                                 capture_output=True, text=True, timeout=60)
+        assert checked.returncode == 0 and "warning" not in checked.stderr, checked.stderr
     finally:
         removed = cluster.down()
     assert "namespace autodist-{}-1".format(cluster.name) in removed and "spec " + cluster.spec in removed
@@ -79,4 +88,24 @@ def test_down_removes_a_cluster_whose_up_crashed_half_way(bare, tmp_path):
     finally:
         removed = cluster.down()
     assert "sshd of node 0" in removed and "namespace autodist-{}-1".format(cluster.name) in removed
+    assert cluster.leftovers() == []
+
+
+def test_up_into_a_pipe_that_closes_keeps_the_cluster_and_a_missing_directory_is_refused_first(bare, tmp_path):
+    cluster = Cluster(1, "1gbit", tmp_path)
+    nowhere = subprocess.run([sys.executable, "-m", "autodist", "cluster", "up", "-n", "1", "--name", cluster.name,
+                              "-o", str(tmp_path / "missing" / "c.yml")], capture_output=True, text=True, timeout=60)
+    assert nowhere.returncode == 2 and "is not a directory" in nowhere.stderr and "nothing was made" in nowhere.stderr
+    assert cluster.leftovers() == []   # refused before anything was made (it was built, then "cannot read")
+    try:
+        # `up ... | head -n 1`: the reader leaves after the first line (it exited 2, "[Errno 32] Broken pipe")
+        piped = subprocess.run(["bash", "-c", 'set -o pipefail; "$0" -m autodist cluster up -n 1 --name "$1" -o "$2" '
+                                              '| head -n 1', sys.executable, cluster.name, cluster.spec],
+                               capture_output=True, text=True, timeout=120)
+        assert piped.returncode == 0, piped.stderr
+        assert piped.stdout.startswith("cluster {!r}: making 1 node(s)".format(cluster.name))
+        assert "Broken pipe" not in piped.stderr and "Traceback" not in piped.stderr
+        assert os.path.exists(cluster.spec) and cluster.names.namespace(0) in network.namespaces(cluster.names)
+    finally:
+        cluster.down()
     assert cluster.leftovers() == []

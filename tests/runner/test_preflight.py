@@ -126,3 +126,16 @@ def _installed_tensorflow_version():
         except importlib.metadata.PackageNotFoundError:
             continue
     pytest.skip("tensorflow is not installed")
+
+
+def test_the_local_versions_are_read_without_tensorflows_start_up_lines_on_the_console():
+    # the elastic supervisor reads them when a remote host joins: it printed TensorFlow's start-up lines
+    import os
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    done = subprocess.run([sys.executable, "-c", "from autodist.runner.preflight import local_versions; "
+                                                 "print(sorted(local_versions()))"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0 and done.stdout.strip() == "['autodist', 'tensorflow']", done.stderr
+    assert "absl::InitializeLog" not in done.stderr and "oneDNN" not in done.stderr, done.stderr

@@ -8,6 +8,7 @@ import pytest
 from autodist.errors import LaunchError
 from autodist.runner.base import run_for_output
 from autodist.runner.srun import STEP_OPTIONS, SrunRunner, allocation_hosts, srun_runner, step_argv
+from process_state import alive
 
 PY = sys.executable
 FAKE_SRUN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_srun")
@@ -146,14 +147,8 @@ def test_a_step_ends_when_the_chief_is_killed_outright(allocation, tmp_path):
         task = int(pid_file.read_text())
         chief.kill()
         chief.wait(10)
-        assert wait_until(lambda: not _alive(task), 15), "the task outlived the chief"
+        assert wait_until(lambda: not alive(task), 15), "the task outlived the chief"
     finally:
         chief.kill()
 
 
-def _alive(pid):
-    try:
-        with open("/proc/{}/stat".format(pid)) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False

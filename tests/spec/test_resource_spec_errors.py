@@ -413,6 +413,21 @@ CASES = [
             username: ubuntu
             known_hosts_file: 42
         """, 6, "ssh.conf.known_hosts_file", "expected a file path, got an integer (42); quote it"),
+    case("node-template-address", """\
+        nodes:
+          - address: 10.0.0.1
+        node_template:
+          cpus: [0, 1]
+          address: 10.0.0.2
+        """, 5, "node_template.address", "unknown key (allowed: gpus, cpus, ssh_config"),
+    case("node-template-unknown-group", """\
+        nodes:
+          - address: 10.0.0.1
+        ssh:
+          cloud: {username: ubuntu}
+        node_template:
+          ssh_config: clod
+        """, 6, "node_template.ssh_config", "no ssh group named 'clod' (groups: cloud)"),
 ]
 
 

@@ -18,6 +18,17 @@ one iterator)::
     "off"    not sharded (the default)
 
 A job of one node is never sharded.
+
+Sharding needs every node to see the elements (or files) in the same order, as
+TensorFlow's own policies assume: a shuffle without a seed gives each node an
+order of its own, so the nodes' shards overlap and miss elements. Such a
+shuffle where the policy shards after it is refused (``CaptureError`` naming
+the op and the fix: a seed, a graph seed, ``list_files(shuffle=False)``)::
+
+    "data"   any unseeded shuffle in the pipeline
+    "file"   an unseeded shuffle of the file names (before the files are read)
+    "auto"   as "file", and a warning for an unseeded shuffle of the records read: when
+             there are fewer files than nodes, "auto" shards by elements after it
 """
 import warnings
 
@@ -48,6 +59,7 @@ def shard_for_node(dataset, policy, num_workers, worker_index):
     """``dataset`` restricted to this node's part under ``policy``; ``dataset`` itself when off or alone."""
     if policy == "off" or num_workers <= 1:
         return dataset
+    check_order(dataset, policy)
     from tensorflow.python.data.experimental.ops.distribute import _AutoShardDataset
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = getattr(tf.data.experimental.AutoShardPolicy,
@@ -55,3 +67,62 @@ def shard_for_node(dataset, policy, num_workers, worker_index):
     with warnings.catch_warnings():   # reading a dataset's options in a graph warns that they may be stale; ours are not
         warnings.simplefilter("ignore", UserWarning)
         return _AutoShardDataset(dataset.with_options(options), num_workers, worker_index)
+
+
+#: Dataset ops that read files (or run a function that may: interleave, flat_map): what comes before them in a
+#: pipeline is the file list, which a "file" policy shards.
+_READERS = ("TFRecordDataset", "TextLineDataset", "FixedLengthRecordDataset", "CSVDataset", "Interleave", "FlatMap")
+
+
+def check_order(dataset, policy):
+    """Refuse (or, for "auto", warn of) an unseeded shuffle where ``policy`` shards after it (module docstring)."""
+    before, after = _unseeded_shuffles(dataset._variant_tensor.op)
+    found = before + (after if policy == "data" else [])
+    if found:
+        raise CaptureError("auto_shard={!r}: the input pipeline shuffles without a seed ({}): each node would "
+                           "shuffle in an order of its own, and their shards would overlap and miss elements. Give "
+                           "the shuffle a seed (ds.shuffle(n, seed=1); list_files(..., shuffle=False) or seed=), or "
+                           "set a graph seed (tf.compat.v1.set_random_seed) before building the pipeline".format(
+                               policy, ", ".join("op '{}'".format(name) for name in found)))
+    if after and policy == "auto":
+        warnings.warn("auto_shard='auto': the input pipeline shuffles its records without a seed ({}); that is "
+                      "fine while it is sharded by files, but with fewer files than nodes it is sharded by "
+                      "elements, and the nodes' shards would overlap: give the shuffle a seed".format(
+                          ", ".join("op '{}'".format(name) for name in after)), UserWarning, stacklevel=3)
+
+
+def _unseeded_shuffles(op):
+    """``(names before any reader, names after one)`` of the shuffles without a seed upstream of ``op``."""
+    before, after, seen = [], [], set()
+    stack = [(op, False)]   # (op, whether a reader is downstream of it: its output is read as file names)
+    while stack:
+        current, read_later = stack.pop()
+        if (current.name, read_later) in seen:
+            continue
+        seen.add((current.name, read_later))
+        if current.type.startswith("Shuffle") and _unseeded(current):
+            (before if read_later or not _reads_upstream(current) else after).append(current.name)
+        reader = any(r in current.type for r in _READERS)
+        stack += [(t.op, read_later or reader) for t in current.inputs]
+    return sorted(set(before)), sorted(set(after) - set(before))
+
+
+def _reads_upstream(op):
+    """Whether files are read upstream of ``op`` (its elements are records, not file names)."""
+    stack, seen = [t.op for t in op.inputs], set()
+    while stack:
+        current = stack.pop()
+        if current.name in seen:
+            continue
+        seen.add(current.name)
+        if any(r in current.type for r in _READERS):
+            return True
+        stack += [t.op for t in current.inputs]
+    return False
+
+
+def _unseeded(shuffle):
+    """A shuffle op whose ``seed`` and ``seed2`` are both the constant 0: a fresh random order in every process."""
+    seeds = list(shuffle.inputs)[2:4]
+    return len(seeds) == 2 and all(s.op.type == "Const" and tf.make_ndarray(s.op.get_attr("value")) == 0
+                                   for s in seeds)

@@ -18,6 +18,7 @@ mark ``up`` wrote for this cluster; it is idempotent and works after any crash.
 import dataclasses
 import json
 import os
+import secrets
 import shutil
 
 from autodist.errors import ArgumentError, ClusterError
@@ -72,6 +73,11 @@ def _check_new(names, count, spec_path, slurm=False, mpi=False):
     if os.path.exists(spec_path):
         raise ClusterError("{} exists: the cluster's spec is a new file; remove it or choose another -o".format(
             spec_path))
+    folder = os.path.dirname(spec_path)
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK | os.X_OK):
+        raise ClusterError("-o {}: cannot write the cluster's spec there: {} {}; make it first or choose another "
+                           "-o (nothing was made)".format(spec_path, folder, "is not writable" if os.path.isdir(
+                               folder) else "is not a directory"))
     reasons = [sshd.missing_reason(), slurm and slurm_daemons.missing_reason(), mpi and mpi_files.missing_reason()]
     for reason in reasons:
         if reason:
@@ -100,7 +106,7 @@ def up(names, count, rate, spec_path, cores=(), threads=0, say=print, slurm=Fals
             slurm_daemons.make(names, count)
         if mpi:
             mpi_files.make(names, count)
-        write_spec(spec_path, names, spec_data(names, count, rate, cores, threads))
+        write_spec(spec_path, names, spec_data(names, count, rate, cores, threads, identity=secrets.token_hex(4)))
     except BaseException:
         down(names, say=lambda line: None)
         raise

@@ -15,8 +15,10 @@ A cluster called ``NAME`` with N nodes is, on this machine::
 
 Interfaces live only inside the cluster's namespaces (none is ever created in
 the machine's own namespace), so removing the namespaces removes every link,
-bridge and qdisc, and clusters of different names never share a name or an
-address: each has its own switch. The subnet has no route anywhere else.
+bridge and qdisc, and clusters of different names never share a namespace, a
+link or a switch (each has the same addresses 10.77.0.x, in namespaces of its
+own: the spec's name, made afresh by every ``up``, tells clusters apart). The
+subnet has no route anywhere else.
 """
 import dataclasses
 import os

@@ -21,7 +21,7 @@ import time
 
 from autodist.errors import ArgumentError, ClusterError
 
-__all__ = ["parse_rate", "format_rate", "make_switch", "add_node", "shape", "set_link", "link_state",
+__all__ = ["MAX_RATE", "parse_rate", "format_rate", "make_switch", "add_node", "shape", "set_link", "link_state",
            "namespaces", "remove", "stop_processes", "run_tool", "KILL_WAIT"]
 
 COMMAND_TIMEOUT = 30.0
@@ -30,6 +30,9 @@ QUEUE_LATENCY = "50ms"   # the most a packet may wait in a tbf queue before it i
 _RATE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?)(bit)?\Z", re.IGNORECASE)
 _SCALE = {"": 1, "k": 10 ** 3, "m": 10 ** 6, "g": 10 ** 9, "t": 10 ** 12}
 _TOOLS = {"ip": "iproute2", "tc": "iproute2"}
+#: The fastest link ``up`` and ``link ... rate`` make: veth pairs of one machine move a few Gbit/s, and tc's
+#: token bucket (10 ms of traffic, ``_tbf``) overflows its 32 bits beyond about 3.4 Tbit/s.
+MAX_RATE = 100 * 10 ** 9
 
 
 def parse_rate(text):
@@ -42,6 +45,9 @@ def parse_rate(text):
     bits = int(float(match.group(1)) * _SCALE[match.group(2).lower()])
     if bits < 8000:
         raise ArgumentError("rate {!r}: at least 8kbit (a slower link cannot carry an SSH session)".format(text))
+    if bits > MAX_RATE:
+        raise ArgumentError("rate {!r}: at most {} (links between namespaces of one machine move a few Gbit/s; "
+                            "tc's token bucket overflows beyond about 3.4 Tbit/s)".format(text, format_rate(MAX_RATE)))
     return bits
 
 

@@ -8,7 +8,7 @@
         username: root
         key_file: ~/.autodist/clusters/NAME/client_ed25519
         known_hosts_file: ~/.autodist/clusters/NAME/known_hosts
-        python_venv: export PATH=/path/of/this/python:"$PATH"
+        python_venv: export PATH=/path/of/this/python:<this machine's PATH>
         shared_envs: {PYTHONPATH: ...}          # only when it is set here
 
 Every node shares this machine's file system, so the script, the data and
@@ -31,12 +31,19 @@ GROUP = "cluster"
 MARK = "# made by autodist cluster up --name "   # the first line of the file: whose spec it is
 
 
-def _python_prefix(python):
-    return "export PATH={}:\"$PATH\"".format(shlex.quote(os.path.dirname(os.path.abspath(python))))
+def _python_prefix(python, environ):
+    """``export PATH=<python's directory>:<this machine's PATH>``, written out: the nodes share this machine's file
+    system, and a prefix without shell syntax is one ``autodist spec validate`` does not warn about."""
+    path = os.path.dirname(os.path.abspath(python)) + os.pathsep + (environ.get("PATH") or os.defpath)
+    return "export PATH=" + shlex.quote(path)
 
 
-def spec_data(names, count, rate, cores=None, threads=0, python=None, environ=None):
-    """The spec as plain data (``ResourceSpec.from_dict`` checks it); ``rate`` in bit/s; ``cores[i]``: node i's."""
+def spec_data(names, count, rate, cores=None, threads=0, python=None, environ=None, identity=None):
+    """The spec as plain data (``ResourceSpec.from_dict`` checks it); ``rate`` in bit/s; ``cores[i]``: node i's.
+
+    ``identity`` (``up`` makes one afresh each time) goes into the spec's name: every cluster has the same
+    addresses, and the calibration cache is keyed by the name with the nodes, so no cluster (of any name, or
+    made again later) takes the figures another measured."""
     environ = os.environ if environ is None else environ
     nodes = []
     for index in range(count):
@@ -51,11 +58,11 @@ def spec_data(names, count, rate, cores=None, threads=0, python=None, environ=No
             node["threads"] = threads
         nodes.append(node)
     group = {"username": getpass.getuser(), "port": names.ssh_port, "key_file": names.client_key,
-             "known_hosts_file": names.known_hosts, "python_venv": _python_prefix(python or sys.executable),
+             "known_hosts_file": names.known_hosts, "python_venv": _python_prefix(python or sys.executable, environ),
              "connect_timeout": 5}
     if environ.get("PYTHONPATH"):
         group["shared_envs"] = {"PYTHONPATH": environ["PYTHONPATH"]}
-    data = {"name": "cluster-" + names.name, "nodes": nodes}
+    data = {"name": "cluster-" + names.name + ("-" + identity if identity else ""), "nodes": nodes}
     if count > 1:
         data["ssh"] = {GROUP: group}
     return data

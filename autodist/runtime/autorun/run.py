@@ -29,7 +29,8 @@ undone afterwards even when it raises:
                     model run on a distributed twin of it
                     (``autodist.runtime.autorun.eager_keras``)
     environment     ``AUTODIST_WORKER_INDEX`` and ``AUTODIST_NUM_WORKERS``,
-                    for scripts that shard their own data; ``AUTODIST_BATCH_SCALE``
+                    for scripts that shard their own data, ``AUTODIST_NUM_REPLICAS``
+                    (the job's replicas: ``AutoDist.num_replicas``); ``AUTODIST_BATCH_SCALE``
                     (an elastic job that keeps the per-replica batch)
     tf.data         iterators made anywhere in the script are sharded / read
                     ahead as inside ``ad.scope()`` (``--auto-shard``, ``--uneven-inputs``)
@@ -53,10 +54,11 @@ from autodist.runtime.autorun.user_script import run_as_main
 from autodist.errors import CaptureError, SessionError
 from autodist.capture.graph_item import GraphItem, default_graph_item
 
-__all__ = ["run_script", "capture_script", "WORKER_INDEX_ENV", "NUM_WORKERS_ENV"]
+__all__ = ["run_script", "capture_script", "WORKER_INDEX_ENV", "NUM_WORKERS_ENV", "NUM_REPLICAS_ENV"]
 
 WORKER_INDEX_ENV = "AUTODIST_WORKER_INDEX"
 NUM_WORKERS_ENV = "AUTODIST_NUM_WORKERS"
+NUM_REPLICAS_ENV = "AUTODIST_NUM_REPLICAS"
 _REFUSED_HOOKS = ("CheckpointSaverHook", "SummarySaverHook")
 _SCAFFOLD_FIELDS = ("init_op", "init_feed_dict", "init_fn", "ready_op", "ready_for_local_init_op",
                     "local_init_op", "local_init_feed_dict", "summary_op", "saver")
@@ -126,18 +128,20 @@ class _Launcher:
             hooks += list(kwargs.get("chief_only_hooks") or [])
         _check_hooks(hooks)
         if kwargs.get("checkpoint_dir"):
-            hooks.insert(0, self.resume_hook(kwargs))
+            hooks.insert(0, self.resume_hook(kwargs, hooks))
         creator = _SessionCreator(self, graph)
         return self.original["MonitoredSession"](session_creator=creator, hooks=hooks,
                                                  stop_grace_period_secs=kwargs.get("stop_grace_period_secs", 120))
 
-    def resume_hook(self, kwargs):
+    def resume_hook(self, kwargs, hooks):
         """Restore-or-initialize and periodic saves for ``checkpoint_dir`` (``autodist.checkpoint.resume``).
 
         The chief looks for the newest checkpoint before it launches the job and
         tells the other nodes (``RESTORE_ENV``), so all of them join the restore.
+        A checkpoint at the last step of the script's ``StopAtStepHook`` ends the
+        session before its first step (a restarted or elastic job that reached it).
         """
-        from autodist.checkpoint.resume import RESTORE_ENV, ResumeHook, newest_checkpoint
+        from autodist.checkpoint.resume import RESTORE_ENV, ResumeHook, last_step_of, newest_checkpoint
         ad = self.autodist
         if ad.is_chief:
             restore_from = newest_checkpoint(kwargs["checkpoint_dir"])
@@ -148,7 +152,7 @@ class _Launcher:
         attempt = ad.job.attempt
         hook = ResumeHook(kwargs["checkpoint_dir"], restore_from, ad.is_chief, _distributed_of,
                           lambda text: notice(None, text), save_steps=steps, save_secs=None if steps else secs,
-                          heading="attempt {}: ".format(attempt) if attempt else "")
+                          heading="attempt {}: ".format(attempt) if attempt else "", last_step=last_step_of(hooks))
         ad.job.before_term.append(hook.save_now)   # SIGTERM: a last checkpoint, then the job stops
         ad.job.on_handoff.append(hook.adopt)       # a platform-started job: the decision comes with the plan
         return hook
@@ -306,7 +310,7 @@ def _run_patched(autodist, script, args):
     from autodist.capture.optimizers import capture_optimizers
     launcher = _Launcher(autodist, _originals())
     variables = {WORKER_INDEX_ENV: str(autodist.worker_index), NUM_WORKERS_ENV: str(autodist.num_workers),
-                 BATCH_SCALE_ENV: repr(autodist.batch_scale)}
+                 NUM_REPLICAS_ENV: str(autodist.num_replicas), BATCH_SCALE_ENV: repr(autodist.batch_scale)}
     status = None
     with _patched(_patch_points(launcher)), capture_optimizers(), default_graph_item(launcher.items), \
             distribute_eager_keras(autodist), autodist.input_pipelines():

@@ -150,8 +150,8 @@ def _measure(tf, np, target, config, devices, repeats):
                  flops=2.0 * 512 ** 3 / max(t["matmul"] - t["local"], 1e-6),
                  update_bytes_per_s=BIG_BYTES / max(t["update"] - t["local"], 1e-6))
     if n == 1:
-        found.update(rpc_latency_s=0.0, rpc_bandwidth=local, collective_latency_s=0.0, collective_bandwidth=local,
-                     round_trip_s=0.0, ps_step_s=0.0)
+        found.update(rpc_latency_s=0.0, rpc_bandwidth=local, rpc_duplex=1.0, collective_latency_s=0.0,
+                     collective_bandwidth=local, round_trip_s=0.0, ps_step_s=0.0)
         found["sparse_update_bytes_per_s"] = _sparse_rate(t, found, n, 1.0)
         found["sparse_apply_bytes_per_s"] = _SPARSE_MESSAGE / max(t["sparse_local"] - t["local"], 1e-6)
         return found

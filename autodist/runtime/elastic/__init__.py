@@ -11,17 +11,17 @@
 ``AutoDist(...)``'s) and says whether the job is elastic at all.
 """
 from autodist.errors import ArgumentError
-from autodist.runtime.elastic.driver import ElasticSettings, supervise_elastic
+from autodist.runtime.elastic.driver import DEFAULT_SETTLE, ElasticSettings, supervise_elastic
 from autodist.runtime.elastic.protocol import BATCH_SCALE_ENV, RESIZED, attempt_settings
 from autodist.runtime.limits import restart_backoff, seconds, whole
 
-__all__ = ["ElasticSettings", "elastic_settings", "supervise_elastic", "attempt_settings", "RESIZED",
+__all__ = ["ElasticSettings", "DEFAULT_SETTLE", "elastic_settings", "supervise_elastic", "attempt_settings", "RESIZED",
            "BATCH_SCALE_ENV", "batch_scale_of", "scaled_batch_size"]
 
 
 def elastic_settings(spec, elastic=False, discovery_script=None, min_nodes=None, max_nodes=None, interval=5.0,
                      host_backoff=60.0, preemption_signal="SIGTERM", preemption_grace=30.0, max_restarts=0,
-                     backoff=2.0, keep_per_replica_batch=False, names=None):
+                     backoff=2.0, keep_per_replica_batch=False, names=None, settle=DEFAULT_SETTLE):
     """``ElasticSettings`` when the job is elastic (``elastic`` or a discovery script), else None.
 
     ``names`` maps a setting to the name the user gave it (``--max-nodes``),
@@ -29,25 +29,37 @@ def elastic_settings(spec, elastic=False, discovery_script=None, min_nodes=None,
     """
     name = dict({"min_nodes": "min_nodes", "max_nodes": "max_nodes", "interval": "discovery_interval",
                  "host_backoff": "host_backoff", "preemption_signal": "preemption_signal",
-                 "preemption_grace": "preemption_grace", "script": "host_discovery_script"}, **(names or {}))
+                 "preemption_grace": "preemption_grace", "script": "host_discovery_script",
+                 "settle": "discovery_settle"}, **(names or {}))
     if not elastic and discovery_script is None:
         if max_nodes is not None:
             raise ArgumentError("{} limits an elastic job: give {} (or elastic) too".format(
                 name["max_nodes"], name["script"]))
         return None
-    count = len(spec.node_specs)
-    low = 1 if min_nodes is None else whole(min_nodes, name["min_nodes"])
-    high = count if max_nodes is None else whole(max_nodes, name["max_nodes"])
-    if not low <= high <= count:
-        raise ArgumentError("{} {} and {} {}: the job needs 1 <= {} <= {} <= {} (the spec's nodes)".format(
-            name["min_nodes"], low, name["max_nodes"], high, name["min_nodes"], name["max_nodes"], count))
+    low, high = _node_range(spec, min_nodes, max_nodes, name)
     signal_name = _signal_name(preemption_signal, name["preemption_signal"])
     return ElasticSettings(discovery_script=discovery_script, min_nodes=low, max_nodes=high,
                            interval=seconds(interval, name["interval"], 0.1), host_backoff=restart_backoff(
                                host_backoff, name["host_backoff"]), preemption_signal=signal_name,
                            preemption_grace=seconds(preemption_grace, name["preemption_grace"], 1.0),
                            max_restarts=whole(max_restarts, "max_restarts", least=0),
-                           restart_backoff=restart_backoff(backoff), keep_per_replica_batch=bool(keep_per_replica_batch))
+                           restart_backoff=restart_backoff(backoff),
+                           keep_per_replica_batch=bool(keep_per_replica_batch),
+                           settle=seconds(settle, name["settle"], 0.0))
+
+
+def _node_range(spec, min_nodes, max_nodes, name):
+    """``(min_nodes, max_nodes)`` checked against the spec's nodes; max_nodes None: no limit, when the spec's
+    node template lets any host the discovery script finds join."""
+    count = len(spec.node_specs) if spec.node_template is None else None
+    low = 1 if min_nodes is None else whole(min_nodes, name["min_nodes"])
+    high = count if max_nodes is None else whole(max_nodes, name["max_nodes"])
+    if high is not None and not low <= high <= (high if count is None else count):
+        raise ArgumentError("{} {} and {} {}: the job needs 1 <= {} <= {} <= {}".format(
+            name["min_nodes"], low, name["max_nodes"], high, name["min_nodes"], name["max_nodes"],
+            "{} (the spec's nodes)".format(count) if count is not None else "any number (the spec has a "
+            "node_template)"))
+    return low, high
 
 
 def _signal_name(value, name):

@@ -14,16 +14,19 @@ Blank lines and ``#`` comments are ignored. The spec lists every node that
 may ever join, with its settings (ssh group, GPUs, threads); the script
 only says which are there (``membership``). A run that fails (a non-zero
 status, no answer within ``timeout`` s, a line that is not a host) is
-reported and changes nothing: the hosts found last stay.
+reported and changes nothing: the hosts found last stay. The script runs in a
+process group of its own, which is killed when it does not finish in time.
 """
 import dataclasses
 import os
+import signal
 import subprocess
 from typing import Dict, Optional
 
 __all__ = ["Discovery", "Found", "parse_hosts", "DISCOVERY_TIMEOUT"]
 
 DISCOVERY_TIMEOUT = 10.0
+_REAP_WAIT = 5.0   # s for the killed group's pipes to close
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,16 +74,42 @@ class Discovery:
     def find(self):
         """A ``Found``: the hosts the script printed, or why there are none this time."""
         try:
-            done = subprocess.run([self.script], capture_output=True, text=True, timeout=self.timeout,
-                                  stdin=subprocess.DEVNULL)
+            code, out, err = _run_group([self.script], self.timeout)
         except subprocess.TimeoutExpired:
             return Found(None, "it did not finish within {:g} s".format(self.timeout))
         except OSError as e:
             return Found(None, "it cannot be run: {}".format(e))
-        if done.returncode != 0:
-            last = [line for line in done.stderr.splitlines() if line.strip()]
-            return Found(None, "it exited with code {}{}".format(done.returncode, ": " + last[-1] if last else ""))
+        if code != 0:
+            last = [line for line in err.splitlines() if line.strip()]
+            return Found(None, "it exited with code {}{}".format(code, ": " + last[-1] if last else ""))
         try:
-            return Found(parse_hosts(done.stdout))
+            return Found(parse_hosts(out))
         except ValueError as e:
             return Found(None, "it printed {!r}, which is not an address or address:slots".format(str(e)))
+
+
+def _run_group(argv, timeout):
+    """``(status, stdout, stderr)`` of ``argv`` run in a process group of its own; past ``timeout`` s the whole
+    group is killed (``subprocess.run(timeout=)`` kills only the direct child: a script's ``curl`` or ``sleep``
+    would live on, holding its output open) and ``TimeoutExpired`` raised. The group is killed before the
+    script is reaped, so its id cannot have passed to another process."""
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc.pid)
+        try:
+            proc.communicate(timeout=_REAP_WAIT)   # a child that left the group may still hold the pipes
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        raise
+    return proc.returncode, out, err
+
+
+def _kill_group(pgid):
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -13,10 +13,12 @@ available when it starts::
                "retry later"), never a wait that cannot end
     attempt    ELASTIC_ENV: its nodes, the previous ones, the change that led to it
     watch      every interval s: the script again (bounded; a failure is reported and changes
-               nothing); a host that appeared (and passes preflight) or disappeared ->
+               nothing); a host that appeared (and passes preflight) or disappeared, and stayed so
+               for ``settle`` s (a host the script lists only now and then changes nothing) ->
                DIR/request.json: the attempt saves at its next step and exits RESIZED
-    RESIZED    not a failure: a node that left after a preemption notice is set aside, then
-               choose again at once
+    RESIZED    not a failure, when the attempt wrote DIR/outcome.json (the job stopped for the
+               change; a script's own exit status 79 ends the job with it): a node that left after
+               a preemption notice is set aside, then the next attempt on the new set at once
     NODE_FAILED  a failure: counted against max_restarts, the failed host set aside, choose
                again after restart_backoff
     otherwise  the job's status is the supervisor's
@@ -43,9 +45,13 @@ from autodist.runtime.elastic.protocol import ELASTIC_ENV, OUTCOME, REQUEST, RES
 from autodist.runtime.notices import notice
 from autodist.runtime.recovery.restart import (ATTEMPT_ENV, EXIT_INTERRUPTED, EXIT_RESTARTS_EXHAUSTED, NODE_FAILED, Attempt)
 
-__all__ = ["ElasticSettings", "supervise_elastic"]
+__all__ = ["ElasticSettings", "supervise_elastic", "DEFAULT_SETTLE"]
 
 _FAILED_HOST = re.compile(r"worker on (\S+) ")
+
+
+#: s a host must be listed (or missing) by every run of the discovery script before the job re-plans
+DEFAULT_SETTLE = 10.0
 
 
 @dataclasses.dataclass
@@ -54,7 +60,7 @@ class ElasticSettings:
 
     discovery_script: Optional[str] = None   # None: every node of the spec is available
     min_nodes: int = 1
-    max_nodes: Optional[int] = None          # None: the spec's node count
+    max_nodes: Optional[int] = None          # None: the spec's node count (no limit with a node_template)
     interval: float = 5.0                    # s between two runs of the discovery script
     host_backoff: float = 60.0               # s a failing host is first set aside
     preemption_signal: Optional[str] = "SIGTERM"   # None: members die on it, as without elasticity
@@ -62,19 +68,21 @@ class ElasticSettings:
     max_restarts: int = 0                    # node failures survived (membership changes are not failures)
     restart_backoff: float = 2.0
     keep_per_replica_batch: bool = False
+    settle: float = DEFAULT_SETTLE           # s a change must hold before the job re-plans (0: at once)
 
 
 class _Supervisor:
     def __init__(self, argv, spec, settings, sink):
         self.argv, self.spec, self.settings = list(argv), spec, settings
         self._say = lambda text: notice(sink, text)
-        self.members = Membership(spec, settings.min_nodes, settings.max_nodes or len(spec.node_specs),
-                                  settings.host_backoff, self._say)
+        limit = settings.max_nodes if settings.max_nodes or spec.node_template else len(spec.node_specs)
+        self.members = Membership(spec, settings.min_nodes, limit, settings.host_backoff, self._say)
         self.discovery = Discovery(settings.discovery_script) if settings.discovery_script else None
         self._found = None        # the hosts the script found last ({address: slots})
         self._problem = ""        # why its last run failed ("": it did not)
         self._changes = 0
         self._first_replicas = None
+        self._since = {}          # address -> ("joins" / "leaves", time.monotonic() it started to)
 
     # -- which nodes -------------------------------------------------------------------
     def _discover(self):
@@ -102,9 +110,10 @@ class _Supervisor:
             self.members.set_aside(address, "preflight: {}".format(problem))
         return [a for a in nodes if a not in unfit]
 
-    def _choose(self):
-        found = self._discover()
-        nodes = self._fit(self.members.wanted(found))
+    def _choose(self, planned=None):
+        """The next attempt's nodes and slots: ``planned`` (a settled change), else what is found now."""
+        found = self._found if planned else self._discover()
+        nodes = planned or self._fit(self.members.wanted(found))
         return nodes, {a: s for a, s in (found or {}).items() if a in nodes and s}
 
     # -- one attempt --------------------------------------------------------------------
@@ -120,13 +129,24 @@ class _Supervisor:
                 "first_replicas": self._first_replicas if s.keep_per_replica_batch else None}
 
     def _proposal(self, nodes):
-        """``(what changed)`` when the hosts to run on differ from ``nodes`` now, else None."""
-        wanted = self._fit(self.members.wanted(self._discover()), running=nodes)
-        joining = [a for a in wanted if a not in nodes]
-        leaving = [a for a in nodes if a not in wanted]
+        """``(what changed, the new nodes)`` once a change of ``nodes`` has held for ``settle`` s, else None."""
+        wanted, now = self.members.wanted(self._discover()), time.monotonic()
+        seen = {a: "joins" for a in wanted if a not in nodes}
+        seen.update({a: "leaves" for a in nodes if a not in wanted})
+        self._since = {a: (kind, self._since[a][1] if self._since.get(a, ("",))[0] == kind else now)
+                       for a, kind in seen.items()}   # a host that flips back starts again
+        settled = [a for a, (_, since) in self._since.items() if now - since >= self.settings.settle]
+        leaving = [a for a in nodes if a in settled and self._since[a][0] == "leaves"]
+        room = None if self.members.max_nodes is None else max(0, self.members.max_nodes - len(nodes) + len(leaving))
+        joining = [a for a in wanted if a in settled and self._since[a][0] == "joins"][:room]
+        joining = self._fit(joining, running=()) if joining else []
+        if not joining and not leaving:
+            return None
+        for address in joining + leaving:
+            self._since.pop(address, None)
         parts = ["{} joins".format(a) for a in joining] + ["{} leaves: no longer {}".format(
             a, "listed by the discovery script" if self.discovery else "available") for a in leaving]
-        return "; ".join(parts) or None
+        return "; ".join(parts), [a for a in nodes if a not in leaving] + joining
 
     def _run(self, number, env, nodes, control):
         """``(status, error line, the change requested)`` of one attempt, watching for changes meanwhile."""
@@ -142,10 +162,11 @@ class _Supervisor:
                 except subprocess.TimeoutExpired:   # time to look at the hosts again
                     pass
                 if requested is None:
-                    what = self._proposal(nodes)
-                    if what is not None:
+                    proposal = self._proposal(nodes)
+                    if proposal is not None:
                         self._changes += 1
-                        requested = {"change": self._changes, "what": what, "at": time.time()}
+                        what = proposal[0]
+                        requested = {"change": self._changes, "what": what, "at": time.time(), "nodes": proposal[1]}
                         write_json(control, REQUEST, requested)
                         self._say("membership change {}: {}; the job saves a checkpoint at its next step and "
                                   "continues on the new set of nodes".format(self._changes, what))
@@ -155,9 +176,10 @@ class _Supervisor:
                 signal.signal(signum, handler)
 
     def run(self, control):
-        failures, previous, change, number = [], None, None, 0
+        failures, previous, change, number, planned = [], None, None, 0, None
         while True:
-            nodes, slots = self._choose()
+            nodes, slots = self._choose(planned)
+            planned = None
             if len(nodes) < self.settings.min_nodes:
                 self._say("elastic: {} node(s) available ({}), fewer than min_nodes {}; the job stops here and can "
                           "be run again later (exit status {})".format(len(nodes), ", ".join(nodes),
@@ -172,9 +194,15 @@ class _Supervisor:
             started = time.monotonic()
             code, error, requested = self._run(number, env, nodes, control)
             previous, change = (nodes, slots), None
-            if code == RESIZED:
-                change = self._after_resize(requested, control)
+            outcome = read_json(control, OUTCOME)
+            if code == RESIZED and outcome is not None:   # the job stopped for a change it saw or was asked
+                change = self._after_resize(requested, outcome)
+                left = outcome.get("leaving", ())
+                planned = [a for a in requested["nodes"] if a not in left] if requested else None
                 continue
+            if code == RESIZED:
+                self._say("elastic: attempt {} exited with status {} but made no membership change: it is the "
+                          "script's own status, and the job ends with it".format(number, code))
             if code != NODE_FAILED:
                 return code
             failures.append("attempt {} ({:.0f} s): {}".format(number, time.monotonic() - started,
@@ -190,9 +218,8 @@ class _Supervisor:
                                                              self.settings.restart_backoff, failures[-1]))
             time.sleep(self.settings.restart_backoff)
 
-    def _after_resize(self, requested, control):
+    def _after_resize(self, requested, outcome):
         """The change the next attempt reports on; nodes that left after a notice are set aside."""
-        outcome = read_json(control, OUTCOME) or {}
         for address in outcome.get("leaving", ()):
             self.members.set_aside(address, "a preemption notice")
         if requested is None:   # the attempt saw it (a preemption notice) and numbered it

@@ -34,9 +34,10 @@ def signal_number(name):
     """``"SIGTERM"`` / ``"TERM"`` / ``"15"`` as a signal number; ValueError for anything else."""
     text = str(name).strip().upper()
     if text.isdigit():
-        return signal.Signals(int(text)).value
-    text = text if text.startswith("SIG") else "SIG" + text
-    if not hasattr(signal, text) or text in ("SIGKILL", "SIGSTOP"):
+        number = int(text)
+        text = signal.Signals(number).name if number in signal.valid_signals() else ""
+    text = text if text.startswith("SIG") or not text else "SIG" + text
+    if not isinstance(getattr(signal, text, None), signal.Signals) or text in ("SIGKILL", "SIGSTOP"):
         raise ValueError("{!r} is not a signal a process can handle (e.g. SIGTERM, SIGUSR1)".format(name))
     return getattr(signal, text).value
 

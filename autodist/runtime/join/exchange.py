@@ -20,11 +20,16 @@ from autodist.errors import LaunchError
 from autodist.plan.names import host_cpu
 from autodist.runner.base import run_bounded
 
-__all__ = ["send", "receive", "queue_of", "run_ops", "JoinError"]
+__all__ = ["send", "receive", "queue_of", "run_ops", "announce", "identity_problem", "identity_of", "JoinError"]
 
 
 class JoinError(LaunchError):
-    """A platform-started job could not come together (a process missing, a message that did not come)."""
+    """A platform-started job could not come together (a process missing, a message that did not come);
+    ``timed_out``: nothing came within the bound (the wait may be tried again)."""
+
+    def __init__(self, message, timed_out=False):
+        super().__init__(message)
+        self.timed_out = timed_out
 
 
 def queue_of(job_id, name, owner_task):
@@ -57,13 +62,50 @@ def run_ops(target, build, timeout, waiting_for, tasks=None):
         except tf.errors.OpError as e:
             box.append((False, e))
     if not run_bounded(call, timeout + 5.0, name="autodist-join-exchange") or not box:
-        raise JoinError("{}: nothing came within {:.0f} s".format(waiting_for, timeout))
+        raise JoinError("{}: nothing came within {:.0f} s".format(waiting_for, timeout), timed_out=True)
     ok, value = box[0]
     if ok:
         return value
     if isinstance(value, tf.errors.DeadlineExceededError):
-        raise JoinError("{}: nothing came within {:.0f} s".format(waiting_for, timeout))
-    raise JoinError("{}: {}".format(waiting_for, value.message.splitlines()[0]))
+        raise JoinError("{}: nothing came within {:.0f} s".format(waiting_for, timeout), timed_out=True)
+    lines = [line for line in value.message.splitlines() if line.strip() and "Graph execution error" not in line]
+    raise JoinError("{}: {}".format(waiting_for, lines[0].strip() if lines else type(value).__name__))
+
+
+def identity_of(job_id, task):
+    return "{} task {}".format(job_id, task)
+
+
+def _identity_handle(job_id, task):
+    with tf.device(host_cpu(task)):
+        return tf.raw_ops.VarHandleOp(dtype=tf.string, shape=[], shared_name="{}/identity".format(job_id),
+                                      container="")
+
+
+def announce(target, job_id, task, timeout):
+    """Set this process's identity on its own server (``identity_of``): the others' readiness reads it."""
+    def build():
+        handle = _identity_handle(job_id, task)
+        with tf.device(host_cpu(task)):
+            return tf.raw_ops.AssignVariableOp(resource=handle, value=tf.constant(identity_of(job_id, task)))
+    run_ops(target, build, timeout, "could not set this process's identity on its own server", tasks=(task,))
+
+
+def identity_problem(target, own_task, job_id, task, timeout):
+    """None when task ``task``'s server holds that task's identity in job ``job_id``, else why not (a phrase)."""
+    def build():
+        with tf.device(host_cpu(task)):
+            return tf.raw_ops.ReadVariableOp(resource=_identity_handle(job_id, task), dtype=tf.string)
+    problem = "its TensorFlow server is not this job's process of task {}".format(task)
+    try:
+        found = run_ops(target, build, timeout, problem, tasks=(own_task, task))
+    except JoinError as e:
+        if "Could not find variable" in str(e):
+            return problem + " (another job's server on the port, or a process that has not announced itself yet)"
+        return str(e)
+    if found.decode("utf-8", "replace") != identity_of(job_id, task):
+        return "{} (it answers as {!r})".format(problem, found.decode("utf-8", "replace"))
+    return None
 
 
 def send(target, own_task, job_id, name, owner_task, messages, timeout):

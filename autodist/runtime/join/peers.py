@@ -1,12 +1,20 @@
 """Who is up: the start-up barrier of a platform-started job, and the watch that gives the job one outcome.
 
 Pods come up minutes apart and a pod's DNS name may resolve only once it is
-up, so a process first waits until every server of the job resolves and
-accepts a connection (``await_peers``), bounded (``AutoDist(ready_timeout=)``,
-default 600 s), saying every ``REPORT_EVERY`` s whom it still waits for and
-why (not resolvable yet, refused, unreachable). Nothing else in the job can
-wait forever for a server that never comes: TensorFlow's session creation
-would.
+up, so a process first waits until every server of the job is up and is this
+job's (``await_peers``), bounded (``AutoDist(ready_timeout=)``, default 600 s),
+saying every ``REPORT_EVERY`` s whom it still waits for and why::
+
+    resolves            its name does not resolve yet
+    accepts TCP         nothing listens there yet / unreachable
+    speaks HTTP/2       it accepts connections but is no gRPC server (another program holds the port)
+    is this job's       its TensorFlow server is not this job's process of that task
+                        (``exchange.identity_problem``: a variable each process sets on its own server)
+
+A listener that only accepts connections (another program on the port) would
+otherwise count as up, and TensorFlow's session would then wait on it without
+a bound. Nothing else in the job can wait forever for a server that never
+comes: TensorFlow's session creation would.
 
 While the job trains, ``PeerWatch`` checks that the servers it depends on
 still accept connections: the chief watches every other node, the others
@@ -25,7 +33,7 @@ import time
 from autodist.errors import RemoteWorkerError
 from autodist.runtime.join.exchange import JoinError
 
-__all__ = ["await_peers", "await_gone", "PeerWatch", "probe", "REPORT_EVERY"]
+__all__ = ["await_peers", "await_gone", "PeerWatch", "probe", "speaks_http2", "REPORT_EVERY"]
 
 REPORT_EVERY = 10.0   # s between two "still waiting" lines
 _CONNECT_TIMEOUT = 2.0
@@ -53,17 +61,41 @@ def probe(server):
     return reason
 
 
-def await_peers(servers, names, timeout, say, interval=0.5):
-    """Wait until every ``servers`` entry (rank -> "host:port") accepts connections, up to ``timeout`` s.
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"   # + empty SETTINGS
+_SETTINGS = 0x4
 
-    ``names``: rank -> how to call it ("task 1 (10.0.0.2:29400)"). Raises
-    ``JoinError`` naming whoever is still missing at the bound.
+
+def speaks_http2(server, timeout=_CONNECT_TIMEOUT):
+    """None when ``"host:port"`` answers HTTP/2's connection preface with its SETTINGS frame (a gRPC server, as
+    TensorFlow's is), else why not. TensorFlow's own session would wait without a bound on a listener that
+    accepts connections and never answers."""
+    host, _, port = server.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as sock:
+            sock.sendall(_HTTP2_PREFACE)
+            head = sock.recv(9)
+    except socket.timeout:
+        head = b""
+    except OSError as e:
+        return "unreachable ({})".format(e.strerror or type(e).__name__)
+    if len(head) < 4 or head[3] != _SETTINGS:
+        return "it accepts connections but does not answer as a TensorFlow server (another program holds the port?)"
+    return None
+
+
+def await_peers(servers, names, timeout, say, interval=0.5, check=None):
+    """Wait until every ``servers`` entry (rank -> "host:port") is up, up to ``timeout`` s.
+
+    ``names``: rank -> how to call it ("task 1 (10.0.0.2:29400)");
+    ``check(rank)``: None when that server is this job's, else why not (after
+    it accepts connections and speaks HTTP/2). Raises ``JoinError`` naming
+    whoever is still missing at the bound.
     """
     start = time.monotonic()
     missing = dict(servers)
     next_report = start + REPORT_EVERY
     while True:
-        reasons = {rank: probe(server) for rank, server in missing.items()}
+        reasons = {rank: _problem(rank, server, check) for rank, server in missing.items()}
         missing = {rank: servers[rank] for rank, reason in reasons.items() if reason is not None}
         if not missing:
             return time.monotonic() - start
@@ -78,6 +110,14 @@ def await_peers(servers, names, timeout, say, interval=0.5):
                 len(missing), len(servers), waited, timeout, listing))
             next_report += REPORT_EVERY
         time.sleep(interval)
+
+
+def _problem(rank, server, check):
+    """Why ``server`` does not count as up yet, or None."""
+    reason = probe(server)
+    if reason is None and check is not None:
+        reason = speaks_http2(server) or check(rank)
+    return reason
 
 
 def await_gone(server, timeout, interval=0.2):

@@ -79,6 +79,18 @@ def _int(environ, name):
         raise ResourceSpecError("expected a whole number, got {!r}".format(text), key=name) from None
 
 
+def _rank(environ, rank_var, size_var):
+    """``(size, rank)`` from the platform's variables: a size of 1 or more, a rank from 0 to size - 1."""
+    size = _int(environ, size_var)
+    if size < 1:
+        raise ResourceSpecError("the job's size must be 1 or more, got {}".format(size), key=size_var)
+    rank = _int(environ, rank_var)
+    if not 0 <= rank < size:
+        raise ResourceSpecError("this process's rank must be from 0 to {} ({} is {}), got {}".format(
+            size - 1, size_var, size, rank), key=rank_var)
+    return size, rank
+
+
 def _port(environ):
     port = _int(environ, "AUTODIST_PORT") if environ.get("AUTODIST_PORT") else DEFAULT_PORT
     if not 1024 <= port <= 60000:
@@ -111,6 +123,9 @@ def _from_tf_config(environ):
     config = json.loads(text)
     cluster, task = config["cluster"], config.get("task") or {}
     kind, index = task.get("type"), task.get("index", 0)
+    if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+        raise ResourceSpecError("expected a task index, a whole number >= 0, got {!r}".format(index),
+                                key="TF_CONFIG task.index")
     include_ps = environ.get("AUTODIST_INCLUDE_PS") == "1"
     if kind == "evaluator":
         raise ResourceSpecError("this process is TF_CONFIG's evaluator, which is not part of the training job: "
@@ -136,6 +151,7 @@ def _from_tf_config(environ):
 
 def _from_slurm(environ):
     from autodist.runtime.join.slurm_tasks import slurm_tasks
+    _rank(environ, "SLURM_PROCID", "SLURM_NTASKS")   # a size of 1 or more, a rank inside it: one line if not
     tasks = slurm_tasks(environ, lambda name: _int(environ, name))
     port = _port(environ)
     cpus, gpus = _devices(environ)
@@ -148,7 +164,7 @@ def _from_slurm(environ):
 
 def _from_mpi(environ):
     rank_var, size_var = next(pair for pair in _MPI_RANKS if environ.get(pair[0]))
-    rank, size = _int(environ, rank_var), _int(environ, size_var)
+    size, rank = _rank(environ, rank_var, size_var)
     chief = environ.get(CHIEF_ADDRESS_ENV, "").strip()
     if not chief:
         raise ResourceSpecError("is not set: under MPI every rank needs the chief's address (rank 0's host, as "

@@ -22,6 +22,7 @@ import dataclasses
 import hashlib
 import json
 import sys
+import time
 
 from autodist.runtime.context import JobContext
 from autodist.runtime.join import exchange, peers, places
@@ -32,6 +33,7 @@ from autodist.runtime.launch.server import start_in_process
 __all__ = ["PlatformJob", "Handoff", "platform_versions", "check_versions", "EXIT_RETRY"]
 
 HANDOFF_TIMEOUT = 600.0     # s a process waits for the chief's plan (it plans, may trace and calibrate first)
+IDENTITY_TIMEOUT = 5.0      # s for one read of a peer's identity (a TensorFlow server answers in milliseconds)
 DONE_TIMEOUT = 120.0        # s the chief waits at its end for the others to end theirs
 
 
@@ -54,16 +56,18 @@ class Handoff:
     calibration: object     # a dict, or None
     worker_env: dict
     versions: dict
+    fingerprint: dict       # the graph the chief planned for (``capture.fingerprint``)
 
     def encode(self):
         return json.dumps({"strategy": self.strategy.hex(), "spec": self.spec, "calibration": self.calibration,
-                           "worker_env": self.worker_env, "versions": self.versions}).encode()
+                           "worker_env": self.worker_env, "versions": self.versions,
+                           "fingerprint": self.fingerprint}).encode()
 
     @classmethod
     def decode(cls, data):
         fields = json.loads(data.decode())
         return cls(bytes.fromhex(fields["strategy"]), fields["spec"], fields["calibration"], fields["worker_env"],
-                   fields["versions"])
+                   fields["versions"], fields["fingerprint"])
 
 
 class PlatformJob:
@@ -99,8 +103,11 @@ class PlatformJob:
         from autodist.spec.cluster import cpu_count_of
         start_in_process(self.context.cluster_spec(), self.context.task_index, cpu_count_of(node), self.context.chief_task,
                          node.threads, node.cores)
-        others = {t: s for t, s in enumerate(self.context.cluster_spec()["worker"]) if t != self.context.task_index}
-        waited = peers.await_peers(others, self.names, self._ready_timeout, self._say)
+        own, target, job_id = self.context.task_index, self.context.target, self.context.job_id
+        exchange.announce(target, job_id, own, IDENTITY_TIMEOUT)   # the others' readiness reads it
+        others = {t: s for t, s in enumerate(self.context.cluster_spec()["worker"]) if t != own}
+        waited = peers.await_peers(others, self.names, self._ready_timeout, self._say, check=lambda task: (
+            exchange.identity_problem(target, own, job_id, task, IDENTITY_TIMEOUT)))
         if others:
             self._say("{} of {} processes up ({:.1f} s): this is {}".format(
                 len(others) + 1, len(others) + 1, waited, self.names[self.context.task_index]))
@@ -122,9 +129,8 @@ class PlatformJob:
     def receive_plan(self):
         """Another process: the chief's handoff, its versions checked against ours."""
         chief = self.context.chief_task
-        data, = exchange.receive(self.context.target, self.context.task_index, self.context.job_id,
-                                 "plan/{}".format(self.context.task_index), chief, 1, HANDOFF_TIMEOUT,
-                                 "waited for the chief's plan from {}".format(self.names[chief]))
+        data, = self._receive("plan/{}".format(self.context.task_index), chief, 1, HANDOFF_TIMEOUT,
+                              "the chief's plan from {}".format(self.names[chief]))
         handoff = Handoff.decode(data)
         check_versions(handoff.versions, platform_versions(), self.names[self.context.task_index], self.names[chief])
         return handoff
@@ -143,12 +149,28 @@ class PlatformJob:
                 exchange.send(self.context.target, own, self.context.job_id, "done", chief, [b"done"], DONE_TIMEOUT)
                 peers.await_gone(self.context.cluster_spec()["worker"][chief], DONE_TIMEOUT)
                 return True
-            exchange.receive(self.context.target, own, self.context.job_id, "done", own,
-                             self.context.num_tasks - 1, DONE_TIMEOUT, "waited for the other processes to end")
+            self._receive("done", own, self.context.num_tasks - 1, DONE_TIMEOUT, "the other {} process(es) to "
+                          "end".format(self.context.num_tasks - 1))
             return True
         except JoinError as e:
             print("autodist: {}".format(e), file=sys.stderr, flush=True)
             return False
+
+    def _receive(self, name, owner_task, count, timeout, what):
+        """``exchange.receive``, saying every ``peers.REPORT_EVERY`` s what it still waits for."""
+        started = time.monotonic()
+        while True:
+            left = timeout - (time.monotonic() - started)
+            try:
+                return exchange.receive(self.context.target, self.context.task_index, self.context.job_id, name,
+                                        owner_task, count, max(0.1, min(left, peers.REPORT_EVERY)),
+                                        "waited for {}".format(what))
+            except JoinError as e:
+                if not e.timed_out or self.failure() is not None:
+                    raise
+                if left <= peers.REPORT_EVERY:
+                    raise JoinError("{} did not come within {:.0f} s".format(what, timeout)) from None
+            self._say("waiting for {} ({:.0f} s of {:.0f})".format(what, time.monotonic() - started, timeout))
 
 
 def check_versions(chiefs, mine, me, chief):

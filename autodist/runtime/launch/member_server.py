@@ -29,7 +29,7 @@ import time
 from autodist.runtime.launch.server import READY, start_in_process
 from autodist.runner.frames import encode_report
 
-__all__ = ["serve", "note_exit", "RELEASE_POLL"]
+__all__ = ["serve", "note_exit", "script_failed", "RELEASE_POLL"]
 
 RELEASE_POLL = 0.2   # s between two looks at whether the chief is still there
 _SERVING = {}        # target -> the monitor whose node this process serves
@@ -58,9 +58,14 @@ def note_exit(code):
     _EXITS.append(code)
 
 
+def script_failed():
+    """At exit: whether the script ends by an uncaught exception or a failing ``sys.exit`` (``note_exit``)."""
+    return getattr(sys, "last_value", None) is not None or any(code not in (None, 0) for code in _EXITS)
+
+
 def _serve_until_released(monitor, parent, fd):
     """At the script's normal end: report done, then keep serving until the chief stops us or is gone."""
-    if getattr(sys, "last_value", None) is not None or any(code not in (None, 0) for code in _EXITS):
+    if script_failed():
         return   # the script failed: leave with its status, the chief stops the job
     monitor.done = True
     try:

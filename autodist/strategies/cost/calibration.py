@@ -12,8 +12,8 @@ floating-point rate of one replica (for planning a graph nothing ran).
 
 The probe (``autodist calibrate -r SPEC``, ``autodist.runtime.calibrate.probe``) writes the cache:
 ``~/.autodist/calibration/<key>.json``, the directory made 0700, keyed by a
-hash of the spec's nodes (addresses, devices, bandwidths), so every spec of
-the same cluster shares it. Without a probe, :func:`prior_calibration` turns
+hash of the spec's name and nodes (addresses, devices, bandwidths), so every
+spec of the same cluster under the same name shares it. Without a probe, :func:`prior_calibration` turns
 ``network_bandwidth`` (Gbit/s per node; the slowest node bounds every link)
 into both transports' bandwidth; the remaining constants are the named priors
 below, typical of a datacenter network and a TensorFlow gRPC session.
@@ -114,9 +114,12 @@ def prior_calibration(spec):
 
 
 def spec_key(spec):
-    """16 hex digits naming the cluster: its nodes' addresses, devices and bandwidths, in order."""
+    """16 hex digits naming the cluster: the spec's name, its nodes' addresses, devices and bandwidths, in order.
+
+    The name is part of it because addresses alone do not name machines: every ``autodist cluster`` has the
+    addresses 10.77.0.x, and its spec's name carries an identity made afresh by each ``up``."""
     nodes = [[n.address, list(n.cpus), list(n.gpus), n.network_bandwidth] for n in spec.node_specs]
-    return hashlib.sha256(json.dumps(nodes, sort_keys=True).encode()).hexdigest()[:16]
+    return hashlib.sha256(json.dumps([spec.name, nodes], sort_keys=True).encode()).hexdigest()[:16]
 
 
 def calibration_path(spec, directory=None):

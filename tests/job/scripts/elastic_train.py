@@ -2,9 +2,10 @@
 
     python elastic_train.py --steps N [--checkpoint-dir DIR] [--step-sleep S]
 
-Adam on a two-layer regression, a global batch of 12 rows (it splits over 1,
-2 and 3 nodes) of which each process takes its share by
-``AUTODIST_WORKER_INDEX`` / ``AUTODIST_NUM_WORKERS``; ``MonitoredTrainingSession``
+Adam on a two-layer regression, a global batch of 12 rows of which each
+process takes its share by ``AUTODIST_WORKER_INDEX`` / ``AUTODIST_NUM_WORKERS``
+(any number of nodes: the loss is summed over the global batch, times
+``AUTODIST_NUM_REPLICAS``, so shares that differ by a row weigh the same per row); ``MonitoredTrainingSession``
 keeps checkpoints in DIR (only when the job stops, and at the end) and stops
 at global step N. Every process prints ``node <i> of <n> step <global step>``
 after each step and ``weights <json>`` at the end. Alone, it is the reference.
@@ -39,7 +40,9 @@ def main():
         init = tf1.glorot_uniform_initializer(seed=1)
         w1 = tf1.get_variable("dense1/kernel", [FEATURES, HIDDEN], initializer=init)
         w2 = tf1.get_variable("dense2/kernel", [HIDDEN, 1], initializer=init)
-        loss = tf.reduce_mean(tf.square(tf.matmul(tf.nn.relu(tf.matmul(inputs, w1)), w2) - targets))
+        per_row = tf.square(tf.matmul(tf.nn.relu(tf.matmul(inputs, w1)), w2) - targets)[:, 0]
+        replicas = int(os.environ.get("AUTODIST_NUM_REPLICAS", "1"))
+        loss = tf.reduce_sum(per_row) * (replicas / BATCH)   # every row weighs the same, however the batch splits
         global_step = tf1.train.get_or_create_global_step()
         train = tf1.train.AdamOptimizer(0.05).minimize(loss, global_step=global_step)
         with tf.control_dependencies([train]):

@@ -4,7 +4,7 @@
                               [--echo-env NAME ...] [--chief-pause-at K --chief-pause S]
                               [--chief-exit-at K --exit-code C [--loop-outside-scope]]
                               [--worker-fail-at-end [--fail-delay S]] [--worker-ignores-sigterm]
-                              [--stall-timeout S] [--chief-reads N] [--ballast FLOATS]
+                              [--stall-timeout S] [--chief-reads N] [--ballast FLOATS] [--worker-lr LR]
 
 Every node takes its share of the global batch by ``ad.worker_index``, prints
 ``STEP <i>`` after each step and, at the end, ``RESULT <json>`` with its
@@ -24,7 +24,9 @@ job takes the runner's whole grace period. ``--chief-reads N`` makes the chief
 read the weights N times after each step: session calls the other nodes do
 not make (a stall report must still see them at the same step). ``--ballast N``
 adds a variable of N floats whose gradient is zero: N * 4 bytes more per
-step on the wire, the weights unchanged (the straggler tests).
+step on the wire, the weights unchanged (the straggler tests). ``--worker-lr``:
+the other nodes build their optimizer with another learning rate than the
+chief's (a job whose processes captured different graphs).
 """
 import argparse
 import json
@@ -73,6 +75,7 @@ def main():
     parser.add_argument("--stall-timeout", type=float, default=300.0)
     parser.add_argument("--chief-reads", type=int, default=0)
     parser.add_argument("--ballast", type=int, default=0)
+    parser.add_argument("--worker-lr", type=float, default=LR)
     args = parser.parse_args()
     tf1 = tf.compat.v1
     ad = autodist.AutoDist(args.spec, getattr(strategies, args.strategy)(), stall_timeout=args.stall_timeout)
@@ -89,7 +92,7 @@ def main():
         total = tf.reduce_mean(per_example)
         if args.ballast:
             total += 0.0 * tf.reduce_sum(tf1.get_variable("ballast", initializer=tf.zeros([args.ballast])))
-        train = tf1.train.GradientDescentOptimizer(LR).minimize(total)
+        train = tf1.train.GradientDescentOptimizer(LR if ad.is_chief else args.worker_lr).minimize(total)
         sess = ad.create_distributed_session()
         if not args.loop_outside_scope:
             losses = train_loop(ad, sess, args, (train, per_example, w), {x: x_all[rows], y: y_all[rows]})

@@ -8,7 +8,9 @@ The data and the single-device reference are ``jobtools.linear_reference``'s
 checkpoint, if the directory holds one), printing ``STEP <global step>``, and
 ends with ``RESULT <json>``: its index and the final weights. ``--sleep``
 pauses after each step (a kill lands mid-run). ``--keras``: the same model as
-a Keras ``Dense`` trained by ``model.fit`` (one epoch per step).
+a Keras ``Dense`` trained by ``model.fit`` (one epoch per step). The learning
+rate is ``JOIN_LINEAR_LR`` when set (a process whose graph differs from the
+chief's).
 """
 import argparse
 import json
@@ -44,7 +46,8 @@ def graph_job(ad, args):
         w = tf.Variable(np.array([[0.5], [-0.3], [0.2]], np.float32), name="w")
         loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - y))
         step = tf.compat.v1.train.get_or_create_global_step()
-        train = tf.compat.v1.train.GradientDescentOptimizer(LR).minimize(loss, global_step=step)
+        lr = float(os.environ.get("JOIN_LINEAR_LR", LR))
+        train = tf.compat.v1.train.GradientDescentOptimizer(lr).minimize(loss, global_step=step)
         session = ad.create_distributed_session()
         done = session.run(step)
         while done < args.steps:

@@ -19,7 +19,8 @@ def test_rates_in_tc_notation(text, bits):
 
 
 @pytest.mark.parametrize("text,says", [("1gbps", "bytes per second"), ("fast", "bits per second"),
-                                       ("0mbit", "positive"), ("1000bit", "at least 8kbit")])
+                                       ("0mbit", "positive"), ("1000bit", "at least 8kbit"),
+                                       ("99999tbit", "at most 100 Gbit/s")])
 def test_bad_rates_say_what_is_expected(text, says):
     with pytest.raises(ArgumentError, match=says):
         parse_rate(text)
@@ -77,3 +78,20 @@ def test_spec_without_pythonpath_has_no_shared_envs(tmp_path):
     data = spec_data(ClusterNames("ci"), 2, 10 ** 9, python=sys.executable, environ={})
     assert "shared_envs" not in data["ssh"]["cluster"]
     assert shlex.split(data["ssh"]["cluster"]["python_venv"])[0] == "export"
+
+
+def test_the_spec_up_writes_has_nothing_to_warn_about(tmp_path):
+    names = ClusterNames("ci", base=str(tmp_path))
+    os.makedirs(names.state_dir)
+    open(names.client_key, "w").close()   # up makes it before the spec
+    path = write_spec(str(tmp_path / "cluster.yml"), names, spec_data(names, 2, 10 ** 9, python=sys.executable))
+    assert ResourceSpec(path).warnings == []   # it warned: python_venv 'export PATH=...:"$PATH"' is shell syntax
+
+
+def test_every_up_names_its_spec_afresh_and_the_calibration_cache_tells_them_apart():
+    # every cluster has the addresses 10.77.0.x: a calibration of one must not serve another, or a later one
+    from autodist.strategies.cost.calibration import spec_key
+    specs = [ResourceSpec.from_dict(spec_data(ClusterNames(name), 2, 10 ** 9, environ={}, identity=identity))
+             for name, identity in (("a", "0123abcd"), ("a", "4567ef01"), ("b", "0123abcd"))]
+    assert specs[0].name == "cluster-a-0123abcd"
+    assert len({spec_key(s) for s in specs}) == 3

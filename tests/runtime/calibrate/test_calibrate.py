@@ -1,4 +1,5 @@
-"""``autodist calibrate``: the probe over the loopback cluster (slow), ``--show`` and the duplex arithmetic."""
+"""``autodist calibrate``: the probe over the loopback cluster and of one node (slow), ``--show`` and the duplex
+arithmetic."""
 import json
 import os
 import pathlib
@@ -64,3 +65,17 @@ def test_the_protocol_steps_give_every_node_its_own_fetch_in_one_order():
     with tf.Graph().as_default():
         alone, _ = protocol_graph(tf, devices[:1])
     assert tuple(alone) == MEASUREMENTS[:3] and all(len(fetches) == 1 for fetches in alone.values())
+
+
+@pytest.mark.slow
+def test_a_one_node_spec_is_probed_in_process_and_cached(tmp_path):
+    # the most common first try: one machine, two CPU replicas (before the fix: TypeError, rpc_duplex missing)
+    spec = tmp_path / "one.yml"
+    spec.write_text("nodes:\n  - address: 127.0.0.1\n    cpus: [0, 1]\n")
+    done = subprocess.run([sys.executable, "-m", "autodist", "calibrate", "-r", str(spec), "--repeats", "3",
+                           "--format", "json"], env=dict(os.environ, HOME=str(tmp_path)), capture_output=True,
+                          text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout)["calibration"]
+    assert found["source"] == "probe" and found["rpc_duplex"] == 1.0 and found["rpc_latency_s"] == 0.0
+    assert found["flops"] > 0 and found["local_bandwidth"] > 0

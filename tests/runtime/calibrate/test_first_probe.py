@@ -12,6 +12,7 @@ from autodist.strategies import AutoStrategy
 from autodist.runtime.calibrate import first_probe
 from autodist.strategies.cost import load_calibration, prior_calibration, save_calibration
 from autodist.strategies.cost.calibration import PROBE_VERSION
+from process_state import alive
 
 TWO_NODES = str(pathlib.Path(__file__).resolve().parents[3] / "resource_specs" / "loopback_two_nodes.yml")
 
@@ -206,7 +207,7 @@ def test_a_chief_killed_mid_probe_leaves_no_probe_process(tmp_path):
         os.kill(parent.pid, signal.SIGKILL)
         parent.wait(timeout=30)
         # stopped, not run to its end (about 15 s more here): SIGTERM to every process and their exits
-        assert _gone(probe, timeout=8.0), [_cmdline(p) for p in probe if _alive(p)]
+        assert _gone(probe, timeout=8.0), [_cmdline(p) for p in probe if alive(p)]
         assert os.listdir(tmp_path / ".autodist" / "jobs") == [], "the probe's job directory is removed"
     finally:
         parent.kill()
@@ -243,17 +244,9 @@ def _cmdline(pid):
 
 def _gone(pids, timeout):
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+    while time.monotonic() < deadline and any(alive(p) for p in pids):
         time.sleep(0.05)
-    return not any(_alive(p) for p in pids)
-
-
-def _alive(pid):
-    try:
-        with open("/proc/{}/stat".format(pid)) as handle:
-            return handle.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+    return not any(alive(p) for p in pids)
 
 
 @linux_only

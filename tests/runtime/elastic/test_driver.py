@@ -31,6 +31,18 @@ ATTEMPT = textwrap.dedent("""
     if action == "failed":
         print("autodist: error: worker on 127.0.0.2 failed: its training script exited with code 1", file=sys.stderr)
         sys.exit({failed})
+    if action == "exit79":   # the script's own status, which happens to be RESIZED's
+        sys.exit({resized})
+    if action == "watch":   # a job of 4 s that stops for a requested change, as an attempt's chief does
+        request = os.path.join(settings["control"], "request.json")
+        for _ in range(40):
+            if os.path.exists(request):
+                with open(request) as f:
+                    asked = json.load(f)
+                with open(os.path.join(settings["control"], "outcome.json"), "w") as f:
+                    json.dump(dict(asked, leaving=[], step=3), f)
+                sys.exit({resized})
+            time.sleep(0.1)
 """).format(resized=RESIZED, failed=NODE_FAILED)
 
 SPEC = ResourceSpec.from_dict({"nodes": [{"address": "127.0.0.1", "chief": True}, {"address": "127.0.0.2"},
@@ -81,3 +93,37 @@ def test_a_failing_discovery_script_is_reported_and_the_chief_starts_alone(tmp_p
     assert status == 0 and attempts[0]["nodes"] == ["127.0.0.1"]
     assert "elastic: the discovery script failed (it exited with code 2: inventory down); the hosts found before " \
            "stay: none yet" in out
+
+
+def test_a_scripts_own_status_79_ends_the_job_instead_of_relaunching_it(tmp_path, capsys):
+    # before: taken for a membership change, relaunched without a bound
+    status, attempts, out = _supervise(tmp_path, ["exit79", "ok"], capsys)
+    assert status == RESIZED and len(attempts) == 1
+    assert "elastic: attempt 1 exited with status {} but made no membership change: it is the script's own " \
+           "status".format(RESIZED) in out
+
+
+def _hosts_script(tmp_path, *answers):
+    """A discovery script that prints ``answers`` in turn, one a run, the last one from then on."""
+    count, script = tmp_path / "runs", tmp_path / "hosts.sh"
+    lines = "".join('  {}) printf "{}";;\n'.format(i, a.replace("\n", "\\n")) for i, a in enumerate(answers[:-1]))
+    script.write_text('#!/bin/sh\nn=$(cat {0} 2>/dev/null || echo 0)\necho $((n + 1)) > {0}\ncase $n in\n{1}'
+                      '  *) printf "{2}";;\nesac\n'.format(count, lines, answers[-1].replace("\n", "\\n")))
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_a_host_that_comes_and_goes_at_every_run_changes_nothing(tmp_path, capsys):
+    flip = ["127.0.0.1\n127.0.0.2\n", "127.0.0.1\n"] * 30
+    status, attempts, out = _supervise(tmp_path, ["watch"], capsys, discovery_script=_hosts_script(tmp_path, *flip),
+                                       interval=0.1, settle=1.0)
+    assert status == 0 and len(attempts) == 1, out   # before: a change at the next run, again and again
+    assert "membership change" not in out
+
+
+def test_a_host_that_stays_listed_for_the_settle_time_joins(tmp_path, capsys):
+    hosts = _hosts_script(tmp_path, "127.0.0.1\n", "127.0.0.1\n127.0.0.3\n")
+    status, attempts, out = _supervise(tmp_path, ["watch", "ok"], capsys, interval=0.1, settle=0.5,
+                                       discovery_script=hosts)
+    assert status == 0 and [a["nodes"] for a in attempts] == [["127.0.0.1"], ["127.0.0.1", "127.0.0.3"]], out
+    assert "[autodist] membership change 1: 127.0.0.3 joins;" in out

@@ -9,8 +9,9 @@ import pytest
 from autodist.errors import ArgumentError, PreflightError
 from autodist.runtime.elastic import elastic_settings, scaled_batch_size
 from autodist.runtime.elastic.discovery import Discovery, parse_hosts
-from autodist.runtime.elastic.membership import MAX_BACKOFF_FACTOR, Membership, nodes_spec, replica_count
+from autodist.runtime.elastic.membership import MAX_BACKOFF_FACTOR, Membership, nodes_spec, replica_count, with_hosts
 from autodist.spec.resource_spec import ResourceSpec
+from process_state import alive
 
 SPEC = {"nodes": [{"address": "127.0.0.1", "chief": True, "gpus": [0, 1]}, {"address": "127.0.0.2", "gpus": [0, 1, 2]},
                   {"address": "127.0.0.3", "cpus": [0, 1]}]}
@@ -42,12 +43,27 @@ def test_a_failing_script_is_reported_and_finds_nothing(tmp_path):
     assert "cannot be run" in Discovery(os.path.join(str(tmp_path), "missing")).find().problem
 
 
+def test_a_script_that_times_out_is_ended_with_its_children(tmp_path):
+    # subprocess.run(timeout=) killed only the script: its children (here a sleep) lived on
+    import time
+    pid_file = tmp_path / "child.pid"
+    path = tmp_path / "hosts.sh"
+    path.write_text("#!/bin/sh\nsleep 300 &\necho $! > {}\nsleep 300\n".format(pid_file))
+    path.chmod(0o755)
+    assert "did not finish within 1 s" in Discovery(str(path), timeout=1.0).find().problem
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(child)
+
+
 def test_wanted_nodes_keep_the_chief_and_the_limit_and_skip_what_is_set_aside():
     said = []
     members = Membership(_spec(), 1, 2, backoff=10.0, say=said.append)
     assert members.wanted(None) == ["127.0.0.1", "127.0.0.2"]                       # every candidate, at most 2
     assert members.wanted({"127.0.0.3": None, "127.9.9.9": None}) == ["127.0.0.1", "127.0.0.3"]
-    assert any("lists 127.9.9.9, which is not a node of spec.yml" in line for line in said)
+    assert any("lists 1 host(s) that are not nodes of spec.yml (127.9.9.9); they are left out" in line for line in said)
     assert any("does not list the chief 127.0.0.1; it stays" in line for line in said)
     assert members.wanted({"127.0.0.2": 4, "127.0.0.3": 2}) == ["127.0.0.1", "127.0.0.3"]
     assert said[-1] == "elastic: the discovery script gives 127.0.0.2 4 slots, but spec.yml lists 3 gpus for it; " \
@@ -92,3 +108,39 @@ def test_keeping_the_per_replica_batch_scales_the_global_batch():
         scaled_batch_size("fit", x, 64, 1 / 3)
     with pytest.raises(ArgumentError, match="brings its own batches"):
         scaled_batch_size("fit", iter([x]), 64, 2.0)
+
+
+def test_thousands_of_unknown_hosts_are_one_line_with_their_count():
+    said = []
+    members = Membership(_spec(), 1, 3, backoff=10.0, say=said.append)
+    found = dict({"127.0.0.1": None}, **{"10.1.{}.{}".format(i // 250, i % 250): None for i in range(5000)})
+    assert members.wanted(found) == ["127.0.0.1"]
+    assert members.wanted(found) == ["127.0.0.1"]   # and not again at the next run
+    assert len(said) == 1, said[:3]                  # before: 5000 lines
+    assert said[0].startswith("elastic: the discovery script lists 5000 host(s) that are not nodes of spec.yml "
+                              "(10.1.0.0, 10.1.0.1, 10.1.0.10 and 4997 more); they are left out")
+    assert "node_template" in said[0]
+
+
+TEMPLATED = {"nodes": [{"address": "127.0.0.1", "chief": True}], "node_template": {"cpus": [0, 1], "threads": 2}}
+
+
+def test_a_node_template_lets_a_host_the_spec_does_not_list_join_with_its_settings():
+    spec = ResourceSpec.from_dict(TEMPLATED, path="spec.yml")
+    said = []
+    members = Membership(spec, 1, None, backoff=10.0, say=said.append)
+    assert members.wanted({"127.0.0.1": None, "127.0.0.7": None, "127.0.0.5": 1}) == [
+        "127.0.0.1", "127.0.0.7", "127.0.0.5"]                              # the script's order, no limit
+    assert members.wanted({"127.0.0.1": None, "10.0.0.9": None}) == ["127.0.0.1"]   # loopback and not: refused
+    assert said == ["elastic: 10.0.0.9 cannot join through the node template of spec.yml: missing: node '10.0.0.9' "
+                    "is neither the chief nor a loopback address, so it is reached over SSH; name a group under "
+                    "'ssh'; it is left out"]
+    attempt = nodes_spec(spec, ["127.0.0.1", "127.0.0.7", "127.0.0.5"], {"127.0.0.5": 1})
+    assert [(n.address, n.cpus, n.threads) for n in attempt.node_specs] == [
+        ("127.0.0.1", (0,), 0), ("127.0.0.7", (0, 1), 2), ("127.0.0.5", (0,), 2)]
+    assert with_hosts(spec, ["127.0.0.1"]) is spec and with_hosts(_spec(), ["127.0.0.9"]).nodes == _spec().nodes
+    settings = elastic_settings(spec, discovery_script="hosts.sh", min_nodes=2)
+    assert (settings.min_nodes, settings.max_nodes) == (2, None)            # no limit but the one given
+    assert elastic_settings(spec, elastic=True, max_nodes=40).max_nodes == 40
+    with pytest.raises(ArgumentError, match="max_nodes <= any number \\(the spec has a node_template\\)"):
+        elastic_settings(spec, elastic=True, min_nodes=3, max_nodes=2)

@@ -127,5 +127,42 @@ def test_a_process_with_other_versions_than_the_chiefs_stops_naming_both():
     with pytest.raises(JoinError, match="10.0.0.2 runs autodist .* with TensorFlow .*, the chief 10.0.0.1 .* "
                                         "TensorFlow 2.20.0"):
         check_versions(chiefs, mine, "10.0.0.2", "10.0.0.1")
-    handoff = Handoff(b"\x01\x02", {"nodes": []}, None, {"AUTODIST_RESTORE": "1"}, mine)
+    handoff = Handoff(b"\x01\x02", {"nodes": []}, None, {"AUTODIST_RESTORE": "1"}, mine, {"digest": "d"})
     assert Handoff.decode(handoff.encode()) == handoff
+
+
+def _slurm(procid, ntasks):
+    return {"SLURM_PROCID": procid, "SLURM_NTASKS": ntasks, "SLURM_STEP_ID": "0", "SLURM_STEP_NODELIST": "n[1-3]"}
+
+
+@pytest.mark.parametrize("environ, key, says", [
+    ({"TF_CONFIG": json.dumps({"cluster": {"worker": ["a:0", "b:2222"]}, "task": {"type": "worker", "index": 0}})},
+     "cluster.worker[0]", "port 0 of 'a:0' is not a TCP port (1 to 65535)"),                  # hung silently
+    ({"TF_CONFIG": json.dumps({"cluster": {"worker": ["a:99999"]}, "task": {"type": "worker", "index": 0}})},
+     "cluster.worker[0]", "port 99999 of 'a:99999' is not a TCP port"),                      # wrapped to 34463
+    ({"TF_CONFIG": json.dumps({"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": "0"}})},
+     "TF_CONFIG task.index", "expected a task index, a whole number >= 0, got '0'"),        # "worker 0 does not train"
+    (_slurm("3", "3"), "SLURM_PROCID", "must be from 0 to 2 (SLURM_NTASKS is 3), got 3"),    # a raw IndexError
+    (_slurm("-1", "3"), "SLURM_PROCID", "must be from 0 to 2 (SLURM_NTASKS is 3), got -1"),  # accepted
+    ({"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "0", "AUTODIST_CHIEF_ADDRESS": "a"},
+     "OMPI_COMM_WORLD_SIZE", "the job's size must be 1 or more, got 0"),                       # a TensorFlow error
+], ids=["tf-config-port-0", "tf-config-port-99999", "tf-config-index-text", "slurm-procid-too-large",
+        "slurm-procid-negative", "mpi-size-0"])
+def test_a_platforms_variables_out_of_range_are_named(environ, key, says):
+    with pytest.raises(ResourceSpecError) as info:
+        resolve(environ)
+    assert info.value.key == key and says in str(info.value)
+
+
+def test_autodist_run_says_it_in_one_line_and_exits_2(tmp_path):
+    import os
+    import subprocess
+    import sys
+    script = tmp_path / "train.py"
+    script.write_text("raise SystemExit('the script ran')\n")
+    env = dict(os.environ, **_slurm("5", "3"))
+    done = subprocess.run([sys.executable, "-m", "autodist", "run", str(script)], env=env, capture_output=True,
+                          text=True, timeout=120, cwd=str(tmp_path))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == "autodist: error: SLURM_PROCID: this process's rank must be from 0 to 2 " \
+                                  "(SLURM_NTASKS is 3), got 5"
