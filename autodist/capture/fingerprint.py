@@ -26,7 +26,8 @@ node starts from the chief's values, broadcast), seeds, devices, resource names 
 ``container``: a lookup table's holds a random UUID), the values of string
 constants and of constants of more than ``SMALL_CONSTANT`` elements (file
 names, log directories, data; their dtype and shape count), and the numbers
-TensorFlow appends to the names of the functions it traces.
+TensorFlow appends to the names of the functions it traces and of the gradients
+``tf.custom_gradient`` registers (``_gradient_op_type``).
 """
 import base64
 import hashlib
@@ -50,6 +51,7 @@ _STRING = tf.string.as_datatype_enum
 _OP_DIGEST = 4   # bytes an op: enough to find the op that differs (the whole graph's digest is SHA-256)
 _KINDS = {}      # op type -> ``_op_kind``: the registry's definitions do not change in a process
 _UID = re.compile(r"_\d+(?=_|\Z)")   # "__inference___backward_f_18_37", "while_body_8_rewritten": the counters
+_GRADIENT_TYPE = "_gradient_op_type"   # "CustomGradient-1234": tf.custom_gradient's registration, by a process counter
 
 
 def fingerprint(item):
@@ -162,6 +164,8 @@ def _normalize(node):
         tensor = node.attr["value"].tensor
         if tensor.dtype == _STRING or _elements(tensor) > SMALL_CONSTANT:
             tensor.CopyFrom(type(tensor)(dtype=tensor.dtype, tensor_shape=tensor.tensor_shape))
+    if _GRADIENT_TYPE in node.attr:
+        node.attr[_GRADIENT_TYPE].s = re.sub(rb"-\d+\Z", b"", node.attr[_GRADIENT_TYPE].s)
     if not calls:
         return
     if op_def_registry.get(node.op) is None:   # a library function called as an op

@@ -2,7 +2,7 @@
 
 The processes of a job run the same script, so their graphs are the same up to what each reads (its data,
 files, seeds), the initial values (the chief's reach every node) and what TensorFlow numbers per process
-(function names, a lookup table's random shared name). Every case builds the graph twice in this process,
+(function names, custom gradients' names, a lookup table's random shared name). Every case builds the graph twice in this process,
 with the counters advanced in between.
 """
 import pytest
@@ -14,6 +14,11 @@ from autodist.capture.optimizers import capture_optimizers
 from autodist.errors import GraphMismatchError
 
 tf1 = tf.compat.v1
+
+
+@tf.custom_gradient
+def _halved_gradient(v):
+    return tf.identity(v), lambda dy: dy * 0.5
 
 
 def _item(lr=0.1, width=3, rows=4, seed=None, scale=2.0, optimizer="sgd", rate=0.5, files=("a.txt",),
@@ -35,6 +40,7 @@ def _item(lr=0.1, width=3, rows=4, seed=None, scale=2.0, optimizer="sgd", rate=0
         loss += tf.reduce_sum(b)
         loss += table.lookup(tf.strings.substr(name, 0, 1)) * 0.0
         loss += tf.function(lambda v: tf.reduce_sum(v * scale))(w)
+        loss += tf.reduce_sum(_halved_gradient(w))   # registered as "CustomGradient-<a process counter>"
         if extra:
             loss += tf.reduce_sum(tf.identity(w, name="extra"))
         step = tf1.train.get_or_create_global_step()

@@ -59,9 +59,13 @@ def test_the_readme_block_runs_as_written(tmp_path):
     reason = cannot_make_reason()
     if reason:
         pytest.skip(reason)
-    lines = readme_block()
-    assert len(lines) == 7 and lines[0].startswith("sudo autodist cluster up -n 3") and lines[-1].startswith(
-        "sudo autodist cluster down")
+    block = readme_block()
+    lines = block[:7]   # the rest, Slurm on 2 hosts, is tests/multihost/test_multihost_slurm.py's sbatch run
+    assert lines[0].startswith("sudo autodist cluster up -n 3") and lines[-1].startswith("sudo autodist cluster down")
+    assert [line.split()[:6] for line in block[7:]] == [
+        ["sudo", "autodist", "cluster", "up", "-n", "2"],
+        ["sudo", "autodist", "cluster", "exec", "0", "--"]], block[7:]
+    assert "--slurm" in block[7] and block[8].endswith("sbatch -N 2 examples/slurm/train.sbatch")
     shutil.copytree(os.path.join(ROOT, "examples"), str(tmp_path / "examples"))
     cluster = Cluster(3, "1gbit", tmp_path)   # its name and leftovers; the block makes and removes it
     cluster.spec = str(tmp_path / "cluster.yml")

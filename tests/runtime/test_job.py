@@ -134,8 +134,10 @@ def test_a_launch_that_fails_preflight_leaves_no_staged_strategy(tmp_path, monke
     monkeypatch.setattr(job_module.tempfile, "tempdir", str(tmp_path))
     monkeypatch.setattr(job_module, "build_strategy", lambda item, spec, builder: Plan())
     monkeypatch.setattr(job_module.Coordinator, "launch", unfit)
+    import tensorflow as tf
+    from autodist.graph_item import GraphItem
     job = Job(TWO_NODES, environ={}, launch_argv=["train.py"])
     with pytest.raises(PreflightError):
-        job.open(graph_item=None)
+        job.open(graph_item=GraphItem(tf.Graph()))   # staged: the plan and the graph's fingerprint
     job.finish(abort=True)
     assert os.listdir(str(tmp_path)) == []
