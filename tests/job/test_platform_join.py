@@ -175,11 +175,9 @@ def test_a_killed_process_stops_the_job_with_the_retry_status_and_a_restart_resu
     while "STEP 4" not in first.output(0) and time.monotonic() < deadline and first.procs[0].poll() is None:
         time.sleep(0.1)
     assert "STEP 4" in first.output(0), first.output(0)
-    killed_at = time.monotonic()
     os.killpg(first.procs[1].pid, signal.SIGKILL)
-    statuses = first.wait(60)
+    statuses = first.wait(60)   # a bound on the wait, not a claim about speed: the claim is the status and why
     assert statuses[0] == EXIT_RETRY and statuses[2] == EXIT_RETRY, {r: first.output(r)[-1500:] for r in (0, 2)}
-    assert time.monotonic() - killed_at < 45
     assert "is gone" in first.output(0) + first.output(2)
     second = launch(envs, args, order=[2, 0, 1], delay=1.0)
     _check_trained_like_one_device(second, 12)
