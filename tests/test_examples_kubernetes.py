@@ -11,7 +11,9 @@ import os
 import pytest
 import yaml
 
-training = pytest.importorskip("kubeflow.training", reason="the test dependency kubeflow-training is not installed")
+import tiers
+
+training = tiers.importorskip("k8s-sdk", "kubeflow.training", "the test dependency kubeflow-training is not installed")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MANIFESTS = os.path.join(os.path.dirname(HERE), "examples", "kubernetes")
