@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Install autodist with its test dependencies, then run the whole test suite.
-#   bash scripts/test.sh            # everything (about 40 minutes on 2 cores)
-#   bash scripts/test.sh -m "not slow"   # extra arguments go to pytest
+# Install autodist with its test dependencies, then run the whole test suite on every core.
+#   bash scripts/test.sh                  # everything (pytest-xdist: one worker per core)
+#   bash scripts/test.sh --fast           # the edit-test loop: no multi-process or emulated-host tier (<= 5 min)
+#   bash scripts/test.sh tests/x.py -k y  # extra arguments go to pytest; -n 0 runs in one process
+# Workers: AUTODIST_TEST_WORKERS (default: auto, one per core). Tests that share a node pool or an
+# emulated cluster run on one worker together (tests/sharding.py). AUTODIST_REQUIRE=cluster,tmpfs,...
+# makes a tier that cannot run here fail instead of skip (CI sets it: .ci/run, tests/tiers.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -22,4 +26,9 @@ if [ -n "$missing" ]; then
 fi
 
 "$PYTHON" -m pip install -q -e ".[cpu,test]"
-exec "$PYTHON" -m pytest "$@"
+tier=()
+if [ "${1:-}" = "--fast" ]; then
+  shift
+  tier=(-m "not slow and not cluster")
+fi
+exec "$PYTHON" -m pytest -n "${AUTODIST_TEST_WORKERS:-auto}" --dist loadgroup "${tier[@]}" "$@"

@@ -22,6 +22,7 @@ import sys
 
 import pytest
 
+import sharding
 import sshd_fixture
 import tiers
 
@@ -32,6 +33,14 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 
 def pytest_configure(config):
     tiers.required()   # an unknown tier in AUTODIST_REQUIRE stops the run here, naming it
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests that share a costly resource run on one worker under ``pytest -n`` (``sharding.py``)."""
+    for item in items:
+        group = sharding.group_of(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")

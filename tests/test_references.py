@@ -75,7 +75,8 @@ def machine_paths(root):
 def test_the_scanner_finds_missing_files_sections_and_machine_paths(tmp_path):
     files = {
         "README.md": "# Top\nSee docs/guide.md and [the guide](docs/guide.md), and DESIGN.md.\n",
-        "docs/guide.md": "# Guide\n## Slurm tasks\nSee [kube](kube.md) and other.md; run /work/main/x.py, not `<checkout>/x`.\n",
+        "docs/guide.md": "# Guide\n## Slurm tasks\nSee [kube](kube.md) and other.md; run /work/main/x.py, "
+                         "not `<checkout>/x`.\n",
         "docs/kube.md": "# Kubernetes\n",
         "examples/job.sbatch": '# (docs/kube.md, "Slurm") and (docs/guide.md, "Slurm tasks")\n',
         "tests/test_x.py": '"""As docs/guide.md, "Nowhere" says."""\n',

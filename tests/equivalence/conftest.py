@@ -4,18 +4,24 @@
 first use (starting TensorFlow costs seconds per process), so the graph-mode
 matrix and the Keras ``fit`` matrix share the two-node pool; every case is a
 job of its own, whose resources are dropped when it ends.
+
+A test declares the topology it uses, by a ``topology`` parameter or by
+``@pytest.mark.pool("<topology>")``: under ``pytest -n`` the tests of one
+topology run on one worker, which alone starts that pool (``tests/sharding.py``);
+``pools`` refuses a topology the test did not declare.
 """
 import os
 
 import pytest
 
 import eq_harness as harness
+import sharding
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 @pytest.fixture(scope="session")
-def pools(tmp_path_factory):
+def _pools(tmp_path_factory):
     created = {}
 
     def get(topology):
@@ -28,3 +34,17 @@ def pools(tmp_path_factory):
     yield get
     for pool in created.values():
         pool.close()
+
+
+@pytest.fixture
+def pools(_pools, request):
+    """``pools(topology) -> NodePool``: the session's pool of the topology this test declares (module docstring)."""
+    declared = sharding.pool_topology(request.node)
+
+    def get(topology):
+        if topology != declared:
+            pytest.fail("{} uses the {!r} pool but declares {!r}: give it a 'topology' parameter or "
+                        "@pytest.mark.pool({!r}) (tests/sharding.py)".format(request.node.nodeid, topology, declared,
+                                                                           topology), pytrace=False)
+        return _pools(topology)
+    return get

@@ -42,6 +42,7 @@ def _function_reference():
     return accumulation.function_reference()
 
 
+@pytest.mark.pool("2nodes-1+1")
 @pytest.mark.parametrize("builder", builders_for(BUILDERS, sparse=False))   # a Keras model of Dense layers
 def test_accumulated_ad_function_steps_equal_one_large_step(builder, pools, tmp_path):
     case = harness.new_case(builder, "keras", tmp_path, accumulation_steps=accumulation.K,

@@ -56,6 +56,7 @@ def test_equivalent_to_single_device(builder, model, topology, pools, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.pool("2nodes-2+1")
 @pytest.mark.parametrize("model", sorted(MODELS))
 def test_auto_strategy_equivalent_to_single_device(model, pools, tmp_path):
     """AutoStrategy's plan (whichever candidate it picks) trains like one device, as every builder does."""
@@ -75,6 +76,7 @@ _ALL_CNN = {"conv2d/kernel", "conv2d/bias", "dense/kernel", "dense/bias"}
 
 
 @pytest.mark.slow
+@pytest.mark.pool("2nodes-1+1")
 @pytest.mark.parametrize("compute_s,split_names,proxied_names", [
     (1.0, {"conv2d/kernel", "dense/kernel"}, set()),
     (10.0, set(), _ALL_CNN),

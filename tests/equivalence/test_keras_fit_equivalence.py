@@ -25,9 +25,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 from dedupe import builders_for  # noqa: E402
 from keras_fit_models import BUILDERS, KINDS, SPARSE_KINDS, check, reference  # noqa: E402
 
-pytestmark = pytest.mark.slow
-
 TOPOLOGY = "2nodes-1+1"
+pytestmark = pytest.mark.slow
 
 
 @functools.lru_cache(maxsize=None)
@@ -35,6 +34,7 @@ def _reference(kind, accumulation_steps=None, policy="float32"):
     return reference(kind, accumulation_steps, policy)
 
 
+@pytest.mark.pool(TOPOLOGY)
 @pytest.mark.parametrize("builder,kind", [pytest.param(b, k, id="{}-{}".format(b, k)) for b in BUILDERS for k in KINDS
                                           if b in builders_for(BUILDERS, k in SPARSE_KINDS)])
 def test_fit_on_two_nodes_equals_single_device(builder, kind, pools, tmp_path):
@@ -46,6 +46,7 @@ def test_fit_on_two_nodes_equals_single_device(builder, kind, pools, tmp_path):
         check(node_result, _reference(kind))
 
 
+@pytest.mark.pool(TOPOLOGY)
 @pytest.mark.parametrize("how", ["AutoDist", "Keras"])
 @pytest.mark.parametrize("builder", builders_for(BUILDERS, sparse=False))   # the dense model
 def test_accumulating_fit_on_two_nodes_equals_single_device_keras_accumulation(builder, how, pools, tmp_path):
@@ -59,6 +60,7 @@ def test_accumulating_fit_on_two_nodes_equals_single_device_keras_accumulation(b
         check(node_result, _reference("dense", 3))
 
 
+@pytest.mark.pool(TOPOLOGY)
 @pytest.mark.parametrize("builder", builders_for(BUILDERS, sparse=False))   # the dense model
 def test_mixed_float16_fit_on_two_nodes_equals_single_device_within_half_precision(builder, pools, tmp_path):
     """Keras' ``mixed_float16`` policy (a LossScaleOptimizer with dynamic loss scaling, float16 gradients on the
@@ -69,6 +71,7 @@ def test_mixed_float16_fit_on_two_nodes_equals_single_device_within_half_precisi
         check(node_result, _reference("dense", None, "mixed_float16"), rtol=5e-3, atol=5e-3)
 
 
+@pytest.mark.pool("2nodes-2+1")
 @pytest.mark.parametrize("builder", ["PS", "AllReduce", "PartitionedPS"])   # Parallax plans this Dense as AllReduce
 def test_an_inf_gradient_on_one_replica_skips_the_step_on_every_replica(builder, pools, tmp_path):
     """Loss scaling decides once for the job: the last replica of the last node sees an inf gradient, and every

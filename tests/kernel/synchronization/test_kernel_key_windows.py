@@ -35,8 +35,9 @@ def test_a_window_gives_every_key_up_to_its_edge_and_then_refuses(window):
     assert collectives.key() == BASE + first
     assert collectives.reserve(end - first - 2) == BASE + first + 1
     assert collectives.key() == BASE + end - 1   # the window's last key
-    with pytest.raises(TransformError, match=r"more than the {} collective keys of the job's '{}' window \(keys {}..{}\)"
-                       .format(end - first, window, BASE + first, BASE + end - 1)):
+    edge = r"more than the {} collective keys of the job's '{}' window \(keys {}..{}\)".format(
+        end - first, window, BASE + first, BASE + end - 1)
+    with pytest.raises(TransformError, match=edge):
         collectives.key()
 
 

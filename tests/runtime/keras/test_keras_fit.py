@@ -53,7 +53,8 @@ FAST = {("dense", "AllReduce"), ("dense", "PS"), ("dense", "PartitionedAR"), ("c
 
 @pytest.mark.parametrize("kind,builder", [pytest.param(kind, builder, id="{}-{}".format(kind, builder),
                                                        marks=() if (kind, builder) in FAST else pytest.mark.slow)
-                                          for kind in KINDS for builder in builders_for(BUILDERS, kind in SPARSE_KINDS)])
+                                          for kind in KINDS
+                                          for builder in builders_for(BUILDERS, kind in SPARSE_KINDS)])
 def test_fit_evaluate_predict_equal_single_device(pooled, kind, builder):
     expected = _reference(kind)
     ad, model = _distributed(pooled, getattr(strategies, builder)(), kind)
