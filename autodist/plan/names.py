@@ -35,7 +35,7 @@ __all__ = [
     "proxy_name", "sync_scope", "ACCUMULATE_SCOPE", "accumulator_scope", "micro_step_name", "INIT_SERVERS", "INIT_SYNC", "INIT_LOCAL", "INIT_OPS", "job_container",
     "WORKER_JOB", "worker_device", "host_cpu", "collective_group_leader", "task_of",
     "KEY_WINDOW", "EVERY_STEP_KEY_OFFSET", "INIT_KEY_OFFSET", "RESTORE_KEY_OFFSET", "RESTORE_KEYS_PER_SLOT", "key_base", "group_key",
-    "KEY_WINDOWS", "key_window", "window_of",
+    "KEY_WINDOWS", "key_window",
 ]
 
 REPLICA_PREFIX = "AutoDist-Replica-"
@@ -155,14 +155,6 @@ def key_window(name):
             return first, end
     raise ValueError("no collective key window {!r}; the windows are {}".format(
         name, ", ".join(w for w, _, _ in KEY_WINDOWS)))
-
-
-def window_of(offset):
-    """The name of the window that holds key offset ``offset`` from a job's key base, or None."""
-    for window, first, end in KEY_WINDOWS:
-        if first <= offset < end:
-            return window
-    return None
 
 
 def key_base(job_id, explicit=0):
