@@ -1,4 +1,5 @@
-"""The equivalence tier's comparisons can fail: a node that returns fewer steps or variables than the reference."""
+"""The equivalence tier's checks can fail: a node that returns fewer steps or variables than the reference, a test
+that uses a pool it did not declare."""
 import numpy as np
 import pytest
 
@@ -25,3 +26,11 @@ def test_a_node_with_fewer_or_more_results_fails(losses, values, message):
 def test_a_different_value_fails_naming_it():
     with pytest.raises(AssertionError, match="variable 1"):
         harness.check((LOSSES, VALUES), LOSSES, [VALUES[0], VALUES[1] + 1e-3])
+
+
+@pytest.mark.pool("1node-2replicas")
+def test_pools_refuses_a_topology_the_test_did_not_declare(pools):
+    """Under ``pytest -n`` a pool lives on the worker of the tests that declare it (tests/sharding.py)."""
+    with pytest.raises(pytest.fail.Exception, match="uses the '2nodes-1\\+1' pool but declares '1node-2replicas': "
+                                                    "give it a 'topology' parameter or @pytest.mark.pool"):
+        pools("2nodes-1+1")
