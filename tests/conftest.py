@@ -35,6 +35,7 @@ def pytest_configure(config):
     tiers.required()   # an unknown tier in AUTODIST_REQUIRE stops the run here, naming it
 
 
+@pytest.hookimpl(tryfirst=True)   # before xdist's own, which turns the groups into the tests' scheduling scopes
 def pytest_collection_modifyitems(config, items):
     """Tests that share a costly resource run on one worker under ``pytest -n`` (``sharding.py``)."""
     for item in items:

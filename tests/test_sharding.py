@@ -40,3 +40,14 @@ def test_group_of(item, group):
 def test_a_pool_mark_wins_over_a_topology_parameter():
     item = _Item("equivalence/x.py", ["pools"], {"topology": "2nodes-1+1"}, {"pool": pytest.mark.pool("a").mark})
     assert sharding.pool_topology(item) == "a"
+
+
+def test_under_xdist_a_pool_test_is_scheduled_with_its_group(tmp_path):
+    """The groups are given before xdist turns them into scheduling scopes (a hook that ran after it gave none)."""
+    import subprocess
+    import sys
+    test = "tests/equivalence/test_eq_checks.py::test_pools_refuses_a_topology_the_test_did_not_declare"
+    done = subprocess.run([sys.executable, "-m", "pytest", "-n", "1", "--dist", "loadgroup", "-v", "-p",
+                           "no:cacheprovider", test], cwd=os.path.dirname(TESTS), capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0 and test + "@pool-1node-2replicas" in done.stdout, done.stdout[-3000:]

@@ -116,9 +116,18 @@ def reset(job_id, target):
     tf.compat.v1.Session.reset(target, [job_container(job_id)])
 
 
+def _die_with_parent():
+    """This process ends when the one that made the pool does, however it ends (a test process or an xdist worker
+    killed mid-case would otherwise leave its nodes waiting in a collective for ever, busy)."""
+    import ctypes
+    import signal
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG (Linux)
+
+
 def node_process(conn, address, servers, chief, cpus, spec_path, models_dir):
     """A long-lived node: starts its server, then runs the cases it is sent until told to stop."""
     import sys
+    _die_with_parent()
     sys.path.insert(0, models_dir)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from autodist.spec.cluster import node_config, start_server
