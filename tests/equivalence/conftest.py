@@ -20,20 +20,32 @@ import sharding
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+#: topology -> the open NodePool of this process
+_OPEN = {}
+
+
+def _close_pools():
+    while _OPEN:
+        _OPEN.popitem()[1].close()
+
+
 @pytest.fixture(scope="session")
 def _pools(tmp_path_factory):
-    created = {}
-
     def get(topology):
-        if topology not in created:
+        if topology not in _OPEN:
             nodes = harness.TOPOLOGIES[topology]
-            created[topology] = harness.NodePool(nodes, harness.write_spec(tmp_path_factory.mktemp("spec"), nodes),
-                                                 HERE)
-        return created[topology]
+            _OPEN[topology] = harness.NodePool(nodes, harness.write_spec(tmp_path_factory.mktemp("spec"), nodes), HERE)
+        return _OPEN[topology]
 
     yield get
-    for pool in created.values():
-        pool.close()
+    _close_pools()
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """The pools end when this process's tests of the tier do: their nodes (about 1.5 GB each by then) are not
+    kept for the rest of a session that no longer needs them (an xdist worker goes on to other tests)."""
+    if nextitem is None or not str(nextitem.fspath).startswith(HERE + os.sep):
+        _close_pools()
 
 
 @pytest.fixture

@@ -34,3 +34,22 @@ def test_pools_refuses_a_topology_the_test_did_not_declare(pools):
     with pytest.raises(pytest.fail.Exception, match="uses the '2nodes-1\\+1' pool but declares '1node-2replicas': "
                                                     "give it a 'topology' parameter or @pytest.mark.pool"):
         pools("2nodes-1+1")
+
+
+def test_the_pools_end_when_the_tiers_tests_do(request, monkeypatch):
+    """After the last test of the tier in this process (the next one is elsewhere, or none) the pools' nodes go."""
+    import os
+    import types
+    conftest = request.config.pluginmanager.get_plugin(os.path.join(os.path.dirname(__file__), "conftest.py"))
+    closed = []
+    pool = types.SimpleNamespace(close=lambda: closed.append(1))
+    here = types.SimpleNamespace(fspath=__file__)
+    elsewhere = types.SimpleNamespace(fspath=os.path.join(os.path.dirname(os.path.dirname(__file__)), "test_api.py"))
+    monkeypatch.setattr(conftest, "_OPEN", {"2nodes-1+1": pool})
+    conftest.pytest_runtest_teardown(here, here)
+    assert closed == [] and conftest._OPEN
+    conftest.pytest_runtest_teardown(here, elsewhere)
+    assert closed == [1] and not conftest._OPEN
+    conftest._OPEN["1node-2replicas"] = pool
+    conftest.pytest_runtest_teardown(here, None)
+    assert closed == [1, 1] and not conftest._OPEN
