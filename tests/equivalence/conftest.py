@@ -9,6 +9,11 @@ A test declares the topology it uses, by a ``topology`` parameter or by
 ``@pytest.mark.pool("<topology>")``: under ``pytest -n`` the tests of one
 topology run on one worker, which alone starts that pool (``tests/sharding.py``);
 ``pools`` refuses a topology the test did not declare.
+
+A node that dies fails the test it was in with its exit status and the tail of
+its output (``eq_harness.NodeDied``; each node writes to ``<address>.log`` in
+the pool's temporary directory); the next test to ask for that topology gets a
+new pool, so one crash does not fail the tests after it.
 """
 import os
 
@@ -32,9 +37,12 @@ def _close_pools():
 @pytest.fixture(scope="session")
 def _pools(tmp_path_factory):
     def get(topology):
-        if topology not in _OPEN:
+        pool = _OPEN.get(topology)
+        if pool is None or not pool.alive:   # a pool whose node died (in a case or between two) is started again
+            if pool is not None:
+                pool.close()
             nodes = harness.TOPOLOGIES[topology]
-            _OPEN[topology] = harness.NodePool(nodes, harness.write_spec(tmp_path_factory.mktemp("spec"), nodes), HERE)
+            _OPEN[topology] = harness.NodePool(nodes, harness.write_spec(tmp_path_factory.mktemp("pool"), nodes), HERE)
         return _OPEN[topology]
 
     yield get
