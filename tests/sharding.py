@@ -19,6 +19,10 @@ worker together, as an ``xdist_group`` (``group_of``):
   different topologies run side by side.
 - a test with its own ``@pytest.mark.xdist_group(name)`` keeps it.
 
+Tests marked ``exclusive`` (they measure the machine: link rates through shaped
+links) are not run beside another worker at all: ``scripts/test.sh`` runs the
+rest on every worker, then those in a second pytest run of one process.
+
 Larger groups are scheduled first (xdist's ``--loadscope-reorder``), so the
 long pool and cluster groups start at once and the single tests fill in.
 """

@@ -23,7 +23,7 @@ from autodist.strategies.cost import Calibration, Compute, predict
 from autodist.strategies.inputs import BuilderVariable
 from jobtools import REPO, SCRIPTS, job_processes, linear_reference
 
-pytestmark = [pytest.mark.slow, pytest.mark.cluster]
+pytestmark = [pytest.mark.slow, pytest.mark.cluster, pytest.mark.exclusive]   # rates read beside no worker
 
 SHAPED = {"10.77.0.1": 1e9, "10.77.0.2": 1e9, "10.77.0.3": 2.5e8}   # bit/s
 
