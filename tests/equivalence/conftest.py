@@ -16,6 +16,7 @@ the pool's temporary directory); the next test to ask for that topology gets a
 new pool, so one crash does not fail the tests after it.
 """
 import os
+import warnings
 
 import pytest
 
@@ -39,7 +40,9 @@ def _pools(tmp_path_factory):
     def get(topology):
         pool = _OPEN.get(topology)
         if pool is None or not pool.alive:   # a pool whose node died (in a case or between two) is started again
-            if pool is not None:
+            if pool is not None and not pool.closed:   # not seen by a case: said here, not lost
+                warnings.warn("the {} pool's node(s) {} ended between two tests; starting its nodes again".format(
+                    topology, ", ".join(pool.ended())))
                 pool.close()
             nodes = harness.TOPOLOGIES[topology]
             _OPEN[topology] = harness.NodePool(nodes, harness.write_spec(tmp_path_factory.mktemp("pool"), nodes), HERE)

@@ -1,9 +1,9 @@
 """Run one equivalence case: single-device reference, and one node of a distributed job.
 
 Distributed cases go through the public API: ``AutoDist(spec, builder,
-job=JobContext(...))`` attached to TensorFlow servers that live for the whole
-test module (starting TensorFlow costs seconds per process), each case a job
-of its own (own job id, container and collective keys).
+job=JobContext(...))`` attached to the TensorFlow servers of a ``NodePool``,
+which outlive a test (starting TensorFlow costs seconds per process), each case
+a job of its own (own job id, container and collective keys).
 """
 import collections
 import importlib
@@ -227,9 +227,14 @@ class NodePool:
         """Not closed, and every node process running (one may also die between cases)."""
         return not self.closed and all(node.process.is_alive() for node in self.nodes)
 
+    def ended(self):
+        """The nodes that are no longer running, as "<address> (pid <pid>, <how it ended>)"."""
+        return ["{} (pid {}, {})".format(node.address, node.process.pid, _ending(node.process.exitcode))
+                for node in self.nodes if not node.process.is_alive()]
+
     def _died(self, node, during):
         node.process.join(5)
-        self.close()
+        self.close(grace=0)
         return NodeDied("pool node {} (pid {}) ended during {} with {}; the last lines of its output ({}):\n{}".format(
             node.address, node.process.pid, during, _ending(node.process.exitcode), node.log, _tail(node.log)))
 
@@ -250,7 +255,7 @@ class NodePool:
         while pending:
             waited = [node.process.sentinel for node in pending.values()] + list(pending)
             if not connection.wait(waited, max(0.0, deadline - time.monotonic())):
-                self.close()
+                self.close(grace=0)
                 raise TimeoutError("pool node(s) {} did not answer within {:.0f} s during {}".format(
                     ", ".join(node.address for node in pending.values()), self.timeout, during))
             for conn, node in list(pending.items()):
@@ -280,14 +285,16 @@ class NodePool:
                     raise RuntimeError("node {} failed in {}:\n{}".format(node.address, what, value))
         return [answers[node.address][1] for node in self.nodes]
 
-    def close(self):
+    def close(self, grace=60.0):
+        """Stop the nodes: each gets ``grace`` s to end its server and write its coverage data, then is killed
+        (0 after a node died or timed out: the others are still in that case, not reading)."""
         self.closed = True
         for node in self.nodes:
             try:
                 node.conn.send(None)
             except OSError:
                 pass
-            node.process.join(10)
+            node.process.join(grace)
             if node.process.is_alive():
                 node.process.kill()
                 node.process.join(5)

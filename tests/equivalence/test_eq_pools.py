@@ -36,6 +36,12 @@ def test_a_node_that_dies_fails_its_case_and_the_next_case_runs(pools, tmp_path)
     assert not finished.exists(), "the pool waited for the node that did not die before it failed the case"
     assert not crashing.alive
 
-    assert pools(TOPOLOGY) not in (pool, crashing)
+    fresh = pools(TOPOLOGY)
+    assert fresh not in (pool, crashing) and fresh.alive
+    os.kill(fresh.nodes[0].process.pid, signal.SIGKILL)   # between two tests: no case sees it, the fixture says it
+    fresh.nodes[0].process.join(30)
+    with pytest.warns(UserWarning, match=r"the 2nodes-1\+1 pool's node\(s\) 127\.0\.0\.1 \(pid \d+, signal 9 "
+                                         r"\(SIGKILL\)\) ended between two tests; starting its nodes again"):
+        assert pools(TOPOLOGY) is not fresh
     (tmp_path / "next").mkdir()
     test_equivalence.test_equivalent_to_single_device("AllReduce", "linreg", TOPOLOGY, pools, tmp_path / "next")
