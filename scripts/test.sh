@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# Install autodist with its test dependencies, then run the whole test suite.
-#   bash scripts/test.sh            # everything (about 40 minutes on 2 cores)
-#   bash scripts/test.sh -m "not slow"   # extra arguments go to pytest
+# Install autodist with its test dependencies, then run the whole test suite on every core.
+#   bash scripts/test.sh                  # everything (pytest-xdist: one worker per core)
+#   bash scripts/test.sh --fast           # the edit-test loop: no multi-process or emulated-host tier (<= 5 min)
+#   bash scripts/test.sh tests/x.py -k y  # extra arguments go to pytest; -n 0 runs in one process
+# Without arguments the tests marked 'exclusive' run last, alone (a second pytest run).
+# Workers: AUTODIST_TEST_WORKERS (default: auto, one per core). Tests that share a node pool or an
+# emulated cluster run on one worker together (tests/sharding.py). AUTODIST_REQUIRE=cluster,tmpfs,...
+# makes a tier that cannot run here fail instead of skip (CI sets it: .ci/run, tests/tiers.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -27,4 +32,18 @@ if [ -n "$missing" ]; then
 fi
 
 "$PYTHON" -m pip install -q -e ".[cpu,test]"
-exec "$PYTHON" -m pytest "$@"
+# AUTODIST_TEST_RUNNER: what runs pytest (scripts/coverage.sh: "coverage run -m pytest")
+read -r -a runner <<< "${AUTODIST_TEST_RUNNER:-pytest}"
+workers=(-n "${AUTODIST_TEST_WORKERS:-auto}" --dist loadgroup)
+if [ "${1:-}" = "--fast" ]; then
+  shift
+  exec "$PYTHON" -m "${runner[@]}" "${workers[@]}" -m "not slow and not cluster" "$@"
+elif [ "$#" -gt 0 ]; then
+  exec "$PYTHON" -m "${runner[@]}" "${workers[@]}" "$@"
+fi
+# The whole suite: everything on every worker, then the tests that measure the machine (marked
+# 'exclusive': link rates read through shaped links) in one process, with no other worker beside them.
+status=0
+"$PYTHON" -m "${runner[@]}" "${workers[@]}" -m "not exclusive" || status=$?
+"$PYTHON" -m "${runner[@]}" -m exclusive || status=$?
+exit "$status"

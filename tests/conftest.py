@@ -6,7 +6,8 @@ environment).
 
 The loopback ``sshd`` (see ``sshd_fixture.py``) is started once per session,
 on first use, and stopped at the end; without ``/usr/sbin/sshd`` every test
-that uses it is skipped.
+that uses it is skipped (the ``ssh`` tier: it fails instead where
+``AUTODIST_REQUIRE`` names it, see ``tiers.py``).
 
 The tests of Ctrl-C send SIGINT and expect Python's KeyboardInterrupt, here
 and in the processes they start. A shell without job control starts a
@@ -21,18 +22,33 @@ import sys
 
 import pytest
 
+import sharding
 import sshd_fixture
+import tiers
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def pytest_configure(config):
+    tiers.required()   # an unknown tier in AUTODIST_REQUIRE stops the run here, naming it
+
+
+@pytest.hookimpl(tryfirst=True)   # before xdist's own, which turns the groups into the tests' scheduling scopes
+def pytest_collection_modifyitems(config, items):
+    """Tests that share a costly resource run on one worker under ``pytest -n`` (``sharding.py``)."""
+    for item in items:
+        group = sharding.group_of(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture(scope="session")
 def sshd(tmp_path_factory):
     reason = sshd_fixture.missing_reason()
     if reason:
-        pytest.skip(reason)
+        tiers.unavailable("ssh", reason)
     server = sshd_fixture.start_sshd(str(tmp_path_factory.mktemp("sshd")))
     yield server
     server.stop()
@@ -43,16 +59,16 @@ def small_tmpfs(tmp_path):
     """A directory on a fresh 200 KiB tmpfs: a file system that fills up. Unmounted afterwards, also on failure.
 
     Mounting needs root (CI runs the suite as root); elsewhere the test is
-    skipped with the reason.
+    skipped with the reason (the ``tmpfs`` tier: see ``tiers.py``).
     """
     if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs (a disk that fills up) needs root; CI runs this as root")
+        tiers.unavailable("tmpfs", "mounting a small tmpfs (a disk that fills up) needs root; CI runs this as root")
     target = tmp_path / "small_tmpfs"
     target.mkdir()
     mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200k,mode=0755", "tmpfs", str(target)],
                              capture_output=True, text=True, timeout=30)
     if mounted.returncode != 0:
-        pytest.skip("cannot mount a tmpfs here: {}".format(mounted.stderr.strip() or mounted.returncode))
+        tiers.unavailable("tmpfs", "cannot mount a tmpfs here: {}".format(mounted.stderr.strip() or mounted.returncode))
     try:
         yield target
     finally:

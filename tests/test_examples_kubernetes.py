@@ -19,9 +19,11 @@ import os
 import pytest
 import yaml
 
-jsonschema = pytest.importorskip("jsonschema", reason="the test dependency jsonschema is not installed")
-kubernetes_validate = pytest.importorskip("kubernetes_validate",
-                                          reason="the test dependency kubernetes-validate is not installed")
+import tiers
+
+jsonschema = tiers.importorskip("k8s-sdk", "jsonschema", "the test dependency jsonschema is not installed")
+kubernetes_validate = tiers.importorskip("k8s-sdk", "kubernetes_validate",
+                                         "the test dependency kubernetes-validate is not installed")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MANIFESTS = os.path.join(os.path.dirname(HERE), "examples", "kubernetes")

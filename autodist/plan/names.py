@@ -16,8 +16,11 @@ runtime read them::
     init ops           AutoDist-Init/servers, /sync, /local
     devices            /job:worker/task:<k>/device:<TYPE>:<i>
     collective keys    key_base + 1 ...           training (in the order the passes ask)
+                       key_base + 80001 ...       training of the every-step group (under accumulation)
                        key_base + 90000 ...       initialization, one key per dtype
                        key_base + 95000 + 64 s    restore slot s of checkpoints
+                       (each kind in its window, ``KEY_WINDOWS``: one that would overrun it fails
+                       the transformation, naming the window, before any key is used)
     collective group   key_base // 100000
 
 Task numbers are ranks in ``autodist.spec.rules.task_order``; this module
@@ -32,6 +35,7 @@ __all__ = [
     "proxy_name", "sync_scope", "ACCUMULATE_SCOPE", "accumulator_scope", "micro_step_name", "INIT_SERVERS", "INIT_SYNC", "INIT_LOCAL", "INIT_OPS", "job_container",
     "WORKER_JOB", "worker_device", "host_cpu", "collective_group_leader", "task_of",
     "KEY_WINDOW", "EVERY_STEP_KEY_OFFSET", "INIT_KEY_OFFSET", "RESTORE_KEY_OFFSET", "RESTORE_KEYS_PER_SLOT", "key_base", "group_key",
+    "KEY_WINDOWS", "key_window",
 ]
 
 REPLICA_PREFIX = "AutoDist-Replica-"
@@ -138,6 +142,19 @@ EVERY_STEP_KEY_OFFSET = 80000   # collectives of the train ops that update at ev
 INIT_KEY_OFFSET = 90000
 RESTORE_KEY_OFFSET = 95000
 RESTORE_KEYS_PER_SLOT = 64
+#: A job's collective instance keys by kind, as offsets from its key base: ``(name, first, end)``, ``end``
+#: excluded. The windows follow one another and end at ``KEY_WINDOW``, where the next job's keys start.
+KEY_WINDOWS = (("training", 1, EVERY_STEP_KEY_OFFSET), ("every-step", EVERY_STEP_KEY_OFFSET + 1, INIT_KEY_OFFSET),
+               ("init", INIT_KEY_OFFSET, RESTORE_KEY_OFFSET), ("restore", RESTORE_KEY_OFFSET, KEY_WINDOW))
+
+
+def key_window(name):
+    """``(first, end)`` offsets of window ``name`` of ``KEY_WINDOWS`` (``end`` excluded)."""
+    for window, first, end in KEY_WINDOWS:
+        if window == name:
+            return first, end
+    raise ValueError("no collective key window {!r}; the windows are {}".format(
+        name, ", ".join(w for w, _, _ in KEY_WINDOWS)))
 
 
 def key_base(job_id, explicit=0):

@@ -142,6 +142,9 @@ def keras_lstm_batch(step):
     return {"sequence": seq, "value": seq.sum(axis=(1, 2)).reshape(-1, 1).astype(np.float32) / 5.0}
 
 
+#: the models whose gradients include a sparse one (tf.IndexedSlices): Parallax runs on these only (tests/dedupe.py)
+SPARSE_MODELS = {"embedding", "keras_embedding"}
+
 MODELS = {
     "linreg": (linear_regression, linear_regression_batch),
     "cnn": (keras_cnn, keras_cnn_batch),

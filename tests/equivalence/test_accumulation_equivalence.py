@@ -2,7 +2,8 @@
 
 For the dense (linear regression), CNN and Keras Embedding models, on one
 node with two replicas and on two loopback nodes, through ``sess.run``; through
-``ad.function`` with a Keras model on two nodes. The per-example losses of
+``ad.function`` with a Keras model on two nodes (Parallax on the sparse model
+only: ``tests/dedupe.py``). The per-example losses of
 every micro-step and the final variables on every node equal one device
 training on the concatenated micro-batches (``eq_accumulation``). k = 1 is the
 main matrix (``test_equivalence.py``). Keras ``fit`` with accumulation is in
@@ -15,7 +16,8 @@ import pytest
 
 import eq_accumulation as accumulation
 import eq_harness as harness
-from test_equivalence import BUILDERS, _rows
+from dedupe import builders_for
+from test_equivalence import BUILDERS, _rows, cells
 
 pytestmark = pytest.mark.slow
 
@@ -28,9 +30,7 @@ def _reference(model):
     return accumulation.reference(model)
 
 
-@pytest.mark.parametrize("topology", TOPOLOGIES)
-@pytest.mark.parametrize("model", MODELS)
-@pytest.mark.parametrize("builder", BUILDERS)
+@pytest.mark.parametrize("builder,model,topology", cells(MODELS, TOPOLOGIES))
 def test_accumulated_steps_equal_one_large_step(builder, model, topology, pools, tmp_path):
     case = harness.new_case(builder, model, tmp_path, module="eq_accumulation",
                             accumulation_steps=accumulation.K)
@@ -42,7 +42,8 @@ def _function_reference():
     return accumulation.function_reference()
 
 
-@pytest.mark.parametrize("builder", BUILDERS)
+@pytest.mark.pool("2nodes-1+1")
+@pytest.mark.parametrize("builder", builders_for(BUILDERS, sparse=False))   # a Keras model of Dense layers
 def test_accumulated_ad_function_steps_equal_one_large_step(builder, pools, tmp_path):
     case = harness.new_case(builder, "keras", tmp_path, accumulation_steps=accumulation.K,
                             module="eq_accumulation_function")

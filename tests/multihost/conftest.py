@@ -3,7 +3,8 @@
 Every cluster a module made is removed at the module's end, also after a
 failure, and the tier checks that nothing of it is left (namespaces, links,
 processes, files, looked up by the cluster's name). Without root or network
-namespaces every test here is skipped with the reason.
+namespaces every test here is skipped with the reason (the ``cluster`` tier:
+it fails instead where ``AUTODIST_REQUIRE`` names it, see ``tests/tiers.py``).
 """
 import os
 import sys
@@ -12,6 +13,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "job"))
 
+import tiers  # noqa: E402
 from clustertools import Cluster, cannot_make_reason  # noqa: E402
 from jobtools import Chief, job_processes  # noqa: E402
 
@@ -22,7 +24,7 @@ def make_cluster(tmp_path_factory):
     brought down at the module's end."""
     reason = cannot_make_reason()
     if reason:
-        pytest.skip(reason)
+        tiers.unavailable("cluster", reason)
     made = []
 
     def make(nodes, rate="1gbit", *flags):

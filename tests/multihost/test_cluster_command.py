@@ -8,6 +8,7 @@ import pytest
 from autodist.runner.cluster import network, sshd
 from autodist.spec.resource_spec import ResourceSpec
 
+import tiers
 from clustertools import Cluster, cannot_make_reason, cli
 
 pytestmark = pytest.mark.cluster
@@ -19,7 +20,7 @@ CONNECT = "import socket, sys; socket.create_connection((sys.argv[1], 22), timeo
 def bare():
     reason = cannot_make_reason()
     if reason:
-        pytest.skip(reason)
+        tiers.unavailable("cluster", reason)
 
 
 def _in(cluster, node, *argv):

@@ -74,10 +74,10 @@ def test_a_link_cut_mid_step_names_the_host_unreachable_and_the_job_resumes_on_t
     cut, last = _cut_after_a_checkpoint(chief, links)
     detected = chief.wait_for(r"autodist: error: worker on 10\.77\.0\.2 is unreachable: no answer from "
                               r"10\.77\.0\.2:22", STALL_TIMEOUT + 30)[0]
-    assert detected - cut < STALL_TIMEOUT   # noticed within the stall timeout, as unreachable
     assert chief.wait(300) == 0, chief.output()[-4000:]
     out = chief.output()
     assert "training script exited" not in out and "(stopped or frozen?)" not in out   # not a dead process
+    assert "stalled:" not in out[:out.index("is unreachable")]   # named unreachable, not first a stall
     assert re.search(r"\[autodist\] attempt 2: leaving out 10\.77\.0\.2 \(ssh \S+@10\.77\.0\.2:22: cannot reach the "
                      r"host: .*\): 1 of 2 nodes remain \(min_nodes 1\)", out), out[-4000:]
     assert "plan change: nodes 10.77.0.1, 10.77.0.2 -> 10.77.0.1; builder AllReduce; replicas 2 -> 1" in out
@@ -103,9 +103,10 @@ def test_a_link_restored_before_the_next_attempt_lets_it_use_the_host_again(
     restored = time.monotonic()
     assert chief.wait(300) == 0, chief.output()[-4000:]
     out = chief.output()
+    # attempt 2's preflight reached the host (else it would have been left out): it ran after the link was back
     assert "leaving out" not in out and [n for _, n in _JOB.findall(out)] == ["2", "2"], out[-4000:]
     resumed = chief.find(r"\[autodist\] attempt 2: resuming from checkpoint .*model\.ckpt-(\d+)")
-    assert resumed and resumed[0] > restored, out[-4000:]
+    assert resumed, out[-4000:]
     print("link restored {:.1f} s after the cut; attempt 2 resumed on both nodes from global step {}".format(
         restored - cut, resumed[1].group(1)))
     for node in ("", "[10.77.0.2] "):
@@ -136,7 +137,8 @@ def test_a_slow_link_is_named_the_straggler_with_its_share_while_the_job_runs(cl
     named_at = max(int(s) for s in re.findall(r"^STEP (\d+)$", chief.output(), re.M))
     print("straggler line at the chief's step {}: {}".format(named_at, found.group(0)))
     assert chief.wait(300) == 0, chief.output()[-4000:]   # the job kept running to its end
-    assert named_at < 13
+    out = chief.output()
+    assert out.index(found.group(0)) < out.index("\nSTEP 13\n")   # named while the job ran: before its last step
     _, w = linear_reference(seed=0, steps=14)
     for result in chief.results().values():
         np.testing.assert_allclose(result["w"], w, rtol=1e-4, atol=1e-5)

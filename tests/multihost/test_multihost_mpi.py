@@ -14,6 +14,8 @@ import sys
 import numpy as np
 import pytest
 
+import tiers
+
 from clustertools import mpi_missing_reason
 from jobtools import REPO, SCRIPTS, npz_weights
 
@@ -27,7 +29,7 @@ SCRIPT = os.path.join(SCRIPTS, "plain_steps.py")
 def cluster(make_cluster):
     reason = mpi_missing_reason()
     if reason:
-        pytest.skip(reason)
+        tiers.unavailable("mpi", reason)
     return make_cluster(2, "1gbit", "--mpi")
 
 

@@ -22,6 +22,8 @@ import time
 import numpy as np
 import pytest
 
+import tiers
+
 from clustertools import slurm_missing_reason
 from jobtools import REPO, SCRIPTS, npz_weights, wait_until
 
@@ -35,7 +37,7 @@ SCRIPT = os.path.join(SCRIPTS, "plain_steps.py")
 def cluster(make_cluster):
     reason = slurm_missing_reason()
     if reason:
-        pytest.skip(reason)
+        tiers.unavailable("slurm", reason)
     return make_cluster(2, "1gbit", "--slurm")
 
 

@@ -40,6 +40,19 @@ def test_collective_keys_of_a_job():
     assert 0 < names.INIT_KEY_OFFSET < names.RESTORE_KEY_OFFSET < names.KEY_WINDOW
 
 
+def test_the_key_windows_tile_a_jobs_keys():
+    """Training, every-step, init and restore keys follow one another from the key base's first key to the next
+    job's key base; the restore slots fit theirs."""
+    windows = names.KEY_WINDOWS
+    assert [w for w, _, _ in windows] == ["training", "every-step", "init", "restore"]
+    assert windows[0][1] == 1 and windows[-1][2] == names.KEY_WINDOW
+    assert all(end <= first for (_, _, end), (_, first, _) in zip(windows, windows[1:]))
+    assert [names.key_window(w) for w, _, _ in windows] == [(1, 80000), (80001, 90000), (90000, 95000),
+                                                            (95000, 100000)]
+    with pytest.raises(ValueError, match="no collective key window 'trainig'; the windows are training, every-step"):
+        names.key_window("trainig")
+
+
 def test_names_and_contract_do_not_import_tensorflow():
     code = "import sys, autodist.plan.names, autodist.plan.contract; sys.exit('tensorflow' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], timeout=120).returncode == 0

@@ -2,7 +2,7 @@
 import pytest
 
 from autodist.proto import synchronizers_pb2
-from autodist.strategies import Parallax
+from autodist.strategies import AllReduce, Parallax
 
 AR = synchronizers_pb2.AllReduceSynchronizer
 
@@ -40,3 +40,22 @@ def test_groups_count_dense_variables_and_sparse_ones_are_balanced(make_var, two
 def test_bad_arguments_name_parallax(kwargs, message):
     with pytest.raises(ValueError, match="Parallax: .*" + message):
         Parallax(**kwargs)
+
+
+
+@pytest.mark.parametrize("spec_name", ["one_cpu", "two_gpus", "two_nodes", "four_servers"])
+def test_without_a_sparse_variable_its_plan_is_all_reduces_but_for_the_spec(spec_name, request, make_var):
+    """What lets a matrix run Parallax on its sparse models only (tests/dedupe.py): on the others, AllReduce's plan
+    (groups across a chunk's end, control flow, unknown shapes included) but for the spec (AUTO, not NCCL), while
+    no group reaches AllReduce's bucket size."""
+    from dedupe import without_spec
+    spec = request.getfixturevalue(spec_name)
+    shapes = [(4,), (300, 8), (3, 3, 8, 16), (1,), None, (100, 100)]
+    dense = [make_var("v{}".format(i), shapes[i % len(shapes)], control_flow=i % 7 == 0) for i in range(300)]
+    parallax, all_reduce = (b.build_from_variables(dense, spec) for b in (Parallax(), AllReduce()))
+    assert without_spec(parallax) == without_spec(all_reduce)
+    assert {n.AllReduceSynchronizer.spec for n in parallax.node_config} == {AR.AUTO}
+    assert {n.AllReduceSynchronizer.spec for n in all_reduce.node_config} == {AR.NCCL}
+    sparse = dense + [make_var("s", (100, 8), sparse=True)]
+    assert without_spec(Parallax().build_from_variables(sparse, spec)) != without_spec(
+        AllReduce().build_from_variables(sparse, spec))

@@ -19,7 +19,9 @@ import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
 from tensorflow.python.ops import collective_ops, gen_resource_variable_ops
 
+from autodist.errors import TransformError
 from autodist.plan.contract import CollectiveSpec, Compressor, gathers
+from autodist.plan.names import key_window
 
 __all__ = ["Collectives", "reduce_flat", "powersgd", "gathered_mean"]
 
@@ -30,20 +32,33 @@ class Collectives:
     """Collective ops of one job: one group of every replica, instance keys handed out in order.
 
     Every node walks the variables in the same order, so the k-th collective
-    gets the same key on every node.
+    gets the same key on every node. The keys stay in the window of the
+    assignment's sync group (``names.KEY_WINDOWS``: "training", or "every-step"
+    for its every-step view, whose key base is that window's); a plan that
+    needs more fails here, while the graph is built, instead of reusing the
+    keys of the init broadcasts (or of another job) at run time.
     """
 
     def __init__(self, assignment):
         self.assignment = assignment
         self._next = assignment.key_base
+        self._window = "every-step" if getattr(assignment, "group", "") else "training"
+        first, end = key_window(self._window)
+        self._end = assignment.key_base + end - first + 1    # the view's key base is its window's first - 1
 
     def key(self):
-        self._next += 1
-        return self._next
+        return self.reserve(1)
 
     def reserve(self, count):
         """The first of ``count`` consecutive fresh keys."""
         first = self._next + 1
+        if self._next + count >= self._end:
+            raise TransformError(
+                "this plan needs more than the {} collective keys of the job's {!r} window (keys {}..{}): too many "
+                "all-reduce collectives; put the variables in fewer all-reduce groups (a larger chunk_size), or some "
+                "of them (sparse ones take the most keys) on parameter servers".format(
+                    self._end - self.assignment.key_base - 1, self._window, self.assignment.key_base + 1,
+                    self._end - 1))
         self._next += count
         return first
 

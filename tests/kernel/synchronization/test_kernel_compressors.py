@@ -174,3 +174,16 @@ def test_integer_gradients_are_sent_as_they_are(compressor):
     assert (steps, new_vars) == ([], [])
     reduce = [op for op in graph.get_operations() if op.type == "CollectiveReduceV2"]
     assert [op.get_attr("T") for op in reduce] == [tf.int32]
+
+
+def test_the_all_reduce_spec_picks_nccl_on_gpus_only():
+    """The spec is a communication hint: a ring on CPUs whatever it says (why Parallax's AUTO and AllReduce's NCCL
+    build the same graph there: tests/dedupe.py), NCCL on GPUs unless it says RING."""
+    import types
+    from autodist.kernel.assignment import Replica
+    from autodist.plan.contract import CollectiveSpec
+    collectives = comp.Collectives(types.SimpleNamespace(key_base=100000))
+    cpu, gpu = (Replica(0, 0, device(0, 0, kind), device(0)) for kind in ("CPU", "GPU"))
+    assert {collectives.hint(cpu, spec) for spec in CollectiveSpec} == {"ring"}
+    assert {spec.name: collectives.hint(gpu, spec) for spec in CollectiveSpec} == {
+        "AUTO": "nccl", "NCCL": "nccl", "RING": "ring"}

@@ -6,6 +6,8 @@ import os
 
 import pytest
 
+import tiers
+
 from autodist.runner.cluster import ClusterNames
 from autodist.runner.cluster import mpi, slurm
 
@@ -28,7 +30,7 @@ def test_slurm_conf_names_every_node_by_its_address_and_keeps_every_path_in_the_
 def test_mpiruns_hostfile_and_remote_shell_are_the_clusters(tmp_path):
     reason = mpi.missing_reason()
     if reason:
-        pytest.skip("mpi: " + reason)
+        tiers.unavailable("mpi", "mpi: " + reason)
     names = ClusterNames("ci-3", base=str(tmp_path))
     os.makedirs(names.state_dir)
     mpi.make(names, 2)

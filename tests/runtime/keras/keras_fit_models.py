@@ -10,6 +10,8 @@ import numpy as np
 
 ROWS, BATCH = 50, 16
 KINDS = ("dense", "cnn", "embedding")
+#: the kinds whose gradients include a sparse one (the Embedding's): Parallax runs on these only (tests/dedupe.py)
+SPARSE_KINDS = {"embedding"}
 #: Every synchronous builder, and AutoStrategy (whichever plan it picks): the Keras fit matrices' rows.
 BUILDERS = ("PS", "PSLoadBalancing", "PartitionedPS", "UnevenPartitionedPS", "AllReduce", "PartitionedAR",
             "RandomAxisPartitionAR", "Parallax", "AutoStrategy")

@@ -4,9 +4,10 @@ Each row names a Keras optimizer (or an option of one) and, optionally, a
 mixed-precision policy. ``fit_reference`` / ``loop_reference`` run it on one
 device in plain eager Keras (``model.fit``; a loop of ``GradientTape`` +
 ``optimizer.apply`` on the same batches): the oracle of
-``test_keras_optimizer_options.py``. ``BUILDERS`` are every synchronous
-builder, the partitioning ones set to split this model's small kernels, so
-that every per-shard update path is exercised.
+``test_optimizer_options.py``. ``BUILDERS`` are every synchronous builder but
+Parallax (whose plan of this model is AllReduce's), the partitioning ones set
+to split this model's small kernels, so that every per-shard update path is
+exercised.
 """
 import keras
 import numpy as np
@@ -53,6 +54,13 @@ OPTIMIZERS = {
 }
 ROWS_BY_NAME = dict(OPTIONS, **OPTIMIZERS)
 
+#: The options that live inside the optimizer's own update (clipping, weight decay, EMA, the loss scale factor,
+#: schedules): under builders of one kind they take the same update path, so one builder of each kind runs them,
+#: the partitioned kind through both of its synchronizers (``ONE_PER_KIND``). The others (mixed precision, Keras'
+#: own accumulation) change what is synchronized and run under every builder.
+INTERNAL = ("clipnorm", "clipvalue", "global_clipnorm", "weight_decay", "AdamW", "use_ema", "ema_overwrite_frequency",
+            "loss_scale_factor", "schedule")
+
 #: (option, builder kind) -> (error type name, message fragment): refused, naming what is not supported.
 REFUSED = {("ScheduleFreeAdamW", kind): ("CaptureError", "ScheduleFreeAdamW is not supported")
            for kind in ("ps", "ar", "partitioned")}
@@ -66,15 +74,17 @@ def _small(builder):
     return type(builder.__name__, (builder,), dict(size, __module__=builder.__module__))
 
 
-#: builder name -> (class, kind: "ps", "ar" or "partitioned")
+#: builder name -> (class, kind: "ps", "ar" or "partitioned"). Parallax is not among them: on this model (no
+#: sparse gradient) its plan is AllReduce's (tests/dedupe.py).
 BUILDERS = {
     "PS": (strategies.PS, "ps"), "PSLoadBalancing": (strategies.PSLoadBalancing, "ps"),
     "PartitionedPS": (_small(strategies.PartitionedPS), "partitioned"),
     "UnevenPartitionedPS": (_small(strategies.UnevenPartitionedPS), "partitioned"),
     "AllReduce": (strategies.AllReduce, "ar"), "PartitionedAR": (_small(strategies.PartitionedAR), "partitioned"),
     "RandomAxisPartitionAR": (_small(strategies.RandomAxisPartitionAR), "partitioned"),
-    "Parallax": (strategies.Parallax, "ar"),
 }
+#: one builder of each kind (the partitioned one by parameter servers and by all-reduce): the INTERNAL options' columns
+ONE_PER_KIND = ("PS", "AllReduce") + SPLITTING
 
 
 def data():

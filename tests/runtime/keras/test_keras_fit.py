@@ -4,8 +4,9 @@ The reference is plain Keras, eager, on one device with the same seed, data and
 global batch; the distributed model is built and compiled in ``ad.scope()`` and
 trained with the same ``fit`` call. 50 rows in batches of 16 leave a last
 partial batch of 2 (one row per replica). Every synchronous builder fits every
-model here (one node); ``tests/equivalence/test_keras_fit_equivalence.py`` does
-the same on two nodes.
+model here (one node, the session's one-node pool: ``conftest.py``; Parallax
+on the Embedding model only, ``tests/dedupe.py``);
+``tests/equivalence/test_keras_fit_equivalence.py`` does the same on two nodes.
 """
 import functools
 
@@ -18,8 +19,9 @@ from autodist import AutoDist, strategies
 from autodist.kernel.assignment import Replica
 from autodist.runtime.keras.steps import node_share
 from autodist.strategies import AllReduce
-from keras_fit_models import (BATCH, BUILDERS, KINDS, build as _build, check, close as _close, data as _data,
-                              reference, run)
+from dedupe import builders_for
+from keras_fit_models import (BATCH, BUILDERS, KINDS, SPARSE_KINDS, build as _build, check, close as _close,
+                              data as _data, reference, run)
 
 
 def _session(kind, x, y, **fit):
@@ -29,8 +31,9 @@ def _session(kind, x, y, **fit):
 
 
 def _distributed(spec, builder, kind):
+    """``(ad, model)``: ``spec`` a resource spec file, or the one-node pool's ``pooled`` (``conftest.py``)."""
     keras.backend.clear_session()
-    ad = AutoDist(spec, builder)
+    ad = AutoDist(spec, builder) if isinstance(spec, str) else spec(builder)
     with tf.Graph().as_default(), ad.scope():
         model = _build(kind)
     return ad, model
@@ -50,12 +53,14 @@ FAST = {("dense", "AllReduce"), ("dense", "PS"), ("dense", "PartitionedAR"), ("c
 
 @pytest.mark.parametrize("kind,builder", [pytest.param(kind, builder, id="{}-{}".format(kind, builder),
                                                        marks=() if (kind, builder) in FAST else pytest.mark.slow)
-                                          for kind in KINDS for builder in BUILDERS])
-def test_fit_evaluate_predict_equal_single_device(spec, kind, builder):
+                                          for kind in KINDS
+                                          for builder in builders_for(BUILDERS, kind in SPARSE_KINDS)])
+def test_fit_evaluate_predict_equal_single_device(pooled, kind, builder):
     expected = _reference(kind)
-    ad, model = _distributed(spec, getattr(strategies, builder)(), kind)
+    ad, model = _distributed(pooled, getattr(strategies, builder)(), kind)
     result = run(model, kind)
     result["weights"] = _weights(ad, model)
+    ad.session.close()
     check(result, expected)
 
 

@@ -131,7 +131,7 @@ def test_the_coordinator_fails_a_job_whose_node_stops_reporting(tmp_path):
         stop.set()
         error = coordinator.failure()
         assert isinstance(error, StallError) and error.host == "10.0.0.3"
-        assert 1.0 <= time.monotonic() - start < 5.0
+        assert time.monotonic() - start >= 1.0   # not before its stall timeout (the loop above bounds the wait)
         # The failure is published first, then the watch thread stops the others.
         assert wait_until(lambda: all(h.terminated for h in workers), 5.0)
         assert "stalled:" in said.read_text() and "10.0.0.3: has not reached training step 3" in said.read_text()
