@@ -1,7 +1,8 @@
 """GraphTransformer: the captured single-device GraphItem -> this node's distributed GraphItem.
 
     strategy --read_entries--> entries
-    item [--uneven_inputs] [--accumulate(k), k > 1] [--half_gradients, mixed precision] --partition(entries)--> item
+    item [--uneven_inputs] [--loss_shares, float16 gradients] [--accumulate(k), k > 1]
+         [--half_gradients, mixed precision] --partition(entries)--> item
          --assign(entries)--> replicate --> sync_in_graph --> sync_between_graph --> finalize
 
 The order is declared once, in :data:`PIPELINE`, and checked against what
@@ -20,12 +21,14 @@ from autodist.kernel.accumulate import Accumulate
 from autodist.kernel.assignment import Assign, Assignment, NodeContext
 from autodist.kernel.base import PassResult
 from autodist.kernel.finalizer import Finalizer
+from autodist.capture.datasets.uneven import half_wire_dtypes, reads_ahead
 from autodist.capture.queries import half_gradient_dtypes
 from autodist.kernel.half_gradients import HalfGradients
+from autodist.kernel.loss_shares import LossShares
 from autodist.kernel.partitioner import Partitioner
 from autodist.kernel.replicator import Replicator
 from autodist.kernel.synchronization import SyncBetweenGraph, SyncInGraph
-from autodist.kernel.uneven_inputs import UnevenInputs, reads_ahead
+from autodist.kernel.uneven_inputs import UnevenInputs
 from autodist.plan.contract import read_entries
 
 __all__ = ["GraphTransformer", "TransformResult", "run_passes", "PIPELINE"]
@@ -44,13 +47,15 @@ class TransformResult:
 
 @dataclasses.dataclass(frozen=True)
 class _Plan:
-    """What the passes are made from: the strategy's entries, this node, the captured item, and the half
-    dtypes its gradients travel in (``half_gradients``; empty: none)."""
+    """What the passes are made from: the strategy's entries, this node, the captured item, the half
+    dtypes its gradients travel in (``half_gradients``; empty: none) and whether some are computed in
+    float16 (``loss_shares``)."""
 
     entries: object
     node: NodeContext
     item: object
     half: dict
+    computes_half: bool = False
 
     @property
     def accumulating(self):
@@ -59,9 +64,10 @@ class _Plan:
 
 #: The kernel's steps, in the order they run: a pass class and how its pass is made from the plan
 #: (``_Plan``) and the details of the steps before it, by name. A maker returning None skips its
-#: step: uneven_inputs, accumulate and half_gradients run only when the job needs them.
+#: step: uneven_inputs, loss_shares, accumulate and half_gradients run only when the job needs them.
 PIPELINE = (
     (UnevenInputs, lambda plan, found: UnevenInputs(plan.entries) if reads_ahead(plan.item) else None),
+    (LossShares, lambda plan, found: LossShares(len(plan.entries.replicas)) if plan.computes_half else None),
     (Accumulate, lambda plan, found: Accumulate(plan.entries.accumulation_steps) if plan.accumulating else None),
     (HalfGradients, lambda plan, found: HalfGradients(plan.half) if plan.half else None),
     (Partitioner, lambda plan, found: Partitioner(plan.entries)),
@@ -126,7 +132,7 @@ class GraphTransformer:
 
     def transform(self, item):
         entries = read_entries(self.strategy)
-        plan = _Plan(entries, self.node, item, half_gradient_dtypes(item))
+        plan = _Plan(entries, self.node, item, half_wire_dtypes(item), bool(half_gradient_dtypes(item)))
         found, seen = {}, {}
 
         def passes():   # made one by one: the passes after the assignment are made from it

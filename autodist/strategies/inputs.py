@@ -81,8 +81,8 @@ def builder_variables(graph_item):
         infos = variable_infos(ugraph, op_names)
     except ValueError as exc:
         raise StrategyError("cannot plan the gradient targets: {}".format(exc)) from None
-    from autodist.capture.queries import half_gradient_dtypes
-    half = half_gradient_dtypes(graph_item)
+    from autodist.capture.datasets.uneven import half_wire_dtypes
+    half = half_wire_dtypes(graph_item)
     return [_builder_variable(info, record.is_sparse, ugraph, half.get(op_name))
             for info, record, op_name in zip(infos, records, op_names)]
 
