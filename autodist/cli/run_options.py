@@ -48,11 +48,14 @@ def add_input_options(parser):
                             "or let a node without data join the others' steps with nothing")
     group.add_argument("--auto-shard", choices=AUTO_SHARD_CHOICES,
                        help="shard every dataset an iterator is made of over the nodes (tf.distribute's policies)")
+    parser.add_argument("--sync-batch-norm", action="store_true",
+                        help="every Keras BatchNormalization normalizes with the statistics of the whole job's batch "
+                             "(docs/keras.md)")
 
 
 def input_argv(args):
-    """The options of the training step every node runs with (its inputs, its accumulation)."""
-    argv = []
+    """The options of the training step every node runs with (its inputs, its accumulation, its batch norm)."""
+    argv = ["--sync-batch-norm"] if getattr(args, "sync_batch_norm", False) else []
     steps = getattr(args, "accumulation_steps", None)
     for flag, value in (("--uneven-inputs", args.uneven_inputs), ("--auto-shard", args.auto_shard),
                         ("--accumulation-steps", str(steps) if steps else None)):

@@ -30,8 +30,9 @@ import re
 __all__ = [
     "REPLICA_PREFIX", "replica_prefix", "single_device_name", "shard_name", "proxy_scope", "PROXY_HANDLE",
     "proxy_name", "sync_scope", "ACCUMULATE_SCOPE", "accumulator_scope", "micro_step_name", "INIT_SERVERS", "INIT_SYNC", "INIT_LOCAL", "INIT_OPS", "job_container",
+    "MEAN_ON_READ_SCOPE", "mean_on_read_name",
     "WORKER_JOB", "worker_device", "host_cpu", "collective_group_leader", "task_of",
-    "KEY_WINDOW", "EVERY_STEP_KEY_OFFSET", "INIT_KEY_OFFSET", "RESTORE_KEY_OFFSET", "RESTORE_KEYS_PER_SLOT", "key_base", "group_key",
+    "KEY_WINDOW", "STATISTICS_KEY_OFFSET", "EVERY_STEP_KEY_OFFSET", "INIT_KEY_OFFSET", "RESTORE_KEY_OFFSET", "RESTORE_KEYS_PER_SLOT", "key_base", "group_key",
 ]
 
 REPLICA_PREFIX = "AutoDist-Replica-"
@@ -81,6 +82,12 @@ def sync_scope(base, group):
 
 
 ACCUMULATE_SCOPE = "AutoDist-Accumulate/"
+MEAN_ON_READ_SCOPE = "AutoDist-MeanOnRead/"
+
+
+def mean_on_read_name(var_op):
+    """The op (in every local replica) reading the job's mean of the per-replica statistic ``var_op``."""
+    return MEAN_ON_READ_SCOPE + var_op
 
 
 def accumulator_scope(var_op):
@@ -134,6 +141,7 @@ def task_of(device):
 
 
 KEY_WINDOW = 100000
+STATISTICS_KEY_OFFSET = 70000   # synchronized batch norm: one key per statistics marker
 EVERY_STEP_KEY_OFFSET = 80000   # collectives of the train ops that update at every call, when others accumulate
 INIT_KEY_OFFSET = 90000
 RESTORE_KEY_OFFSET = 95000

@@ -200,7 +200,8 @@ def test_the_declared_order_meets_every_passs_requirements():
     classes = [cls for cls, _ in PIPELINE]
     assert all(issubclass(cls, Pass) for cls in classes)
     assert [cls.name for cls in classes] == ["uneven_inputs", "loss_shares", "accumulate", "half_gradients", "partition",
-                                             "assign", "replicate", "sync_in_graph", "sync_between_graph", "finalize"]
+                                             "assign", "replicate", "sync_in_graph", "sync_between_graph",
+                                             "sync_statistics", "finalize"]
     check_order(classes)
     swapped = classes[:6] + [classes[7], classes[6]] + classes[8:]
     with pytest.raises(TransformError, match="pass 'sync_in_graph'.*needs 'replicate' to run before it"):
