@@ -22,10 +22,11 @@ def run_node(case, address, servers, chief, spec_path, rows):
                      strategy_path=case["strategy_path"], strategy_wait=60.0, collective_key_base=case["key_base"])
     ad = autodist.AutoDist(spec_path, eq_harness.builder_of(case["builder"], {}), job=job,
                            sync_batch_norm=zoo.sync_batch_norm)
-    with tf.Graph().as_default(), ad.scope():
-        model = zoo.build()
-    result = zoo_models.run(model, case["model"])
-    result["replica_statistics"] = _replica_statistics(ad, model)
+    with zoo_models.float_type():
+        with tf.Graph().as_default(), ad.scope():
+            model = zoo.build()
+        result = zoo_models.run(model, case["model"])
+        result["replica_statistics"] = _replica_statistics(ad, model)
     ad.session.close()
     return result
 

@@ -16,11 +16,18 @@ into the weights (Adam would hide a factor of two).
                   these deep models moves one device itself by 1e-2 when only its arithmetic changes)
     mobilenetv2   keras.applications.MobileNetV2(alpha=0.35, weights=None, 32x32, classes=10), likewise
 """
+import contextlib
 import dataclasses
+import os
 from typing import Callable
 
 import keras
 import numpy as np
+
+#: ``AUTODIST_ZOO_FLOATX=float64`` (``benchmarks/zoo_table.py --float64``) runs the tier in float64, where
+#: every cell must equal one device to ``FLOAT64_TOLERANCE``: the algorithm, without float32's rounding.
+FLOATX = os.environ.get("AUTODIST_ZOO_FLOATX", "float32")
+FLOAT64_TOLERANCE = 1e-9
 
 #: float32 rounding of sums taken in another order (each replica's, then across replicas) is 1e-7 relative
 #: per operation; a few SGD steps of these small models keep the weights within 2e-6 of one device's: 1e-5
@@ -164,6 +171,9 @@ def run(model, name):
     """``fit`` of ``model`` on zoo entry ``name``'s data: ``{"loss": per-epoch losses, "weights": every weight}``."""
     zoo = MODELS[name]
     x, y = zoo.data()
+    if FLOATX != "float32":
+        x = x.astype(FLOATX) if x.dtype.kind == "f" else x
+        y = y.astype(FLOATX) if y.dtype.kind == "f" else y
     history = model.fit(x, y, batch_size=zoo.batch, epochs=zoo.epochs, shuffle=False, verbose=0).history
     return {"loss": history["loss"], "weights": [np.asarray(w) for w in model.get_weights()]}
 
@@ -171,8 +181,19 @@ def run(model, name):
 def reference(name):
     """``run`` in plain eager Keras on one device."""
     keras.backend.clear_session()
-    model = MODELS[name].build()
-    return run(model, name)
+    with float_type():
+        model = MODELS[name].build()
+        return run(model, name)
+
+
+@contextlib.contextmanager
+def float_type():
+    """Keras' float type is ``FLOATX`` within the block (the default, float32, after it)."""
+    keras.backend.set_floatx(FLOATX)
+    try:
+        yield
+    finally:
+        keras.backend.set_floatx("float32")
 
 
 def differences(actual, expected):
@@ -185,6 +206,11 @@ def differences(actual, expected):
 def check(actual, expected, name):
     """A distributed ``run`` equals one device's within the entry's tolerance (module constants)."""
     assert len(actual["weights"]) == len(expected["weights"])
+    if FLOATX == "float64":
+        for i, (got, want) in enumerate(zip(actual["weights"], expected["weights"])):
+            np.testing.assert_allclose(got, want, rtol=FLOAT64_TOLERANCE, atol=FLOAT64_TOLERANCE,
+                                       err_msg="weight {}".format(i))
+        return
     if not MODELS[name].deep:
         np.testing.assert_allclose(actual["loss"], expected["loss"], rtol=RTOL, atol=ATOL)
         for i, (got, want) in enumerate(zip(actual["weights"], expected["weights"])):

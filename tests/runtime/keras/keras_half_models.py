@@ -11,6 +11,8 @@ gradient off by a factor straight into the weights (Adam would normalize it away
 ``run`` is what a case does: ``fit`` with a callback that keeps every batch's loss and the loss scale
 after it, then ``evaluate`` and ``predict``; ``reference`` is the single-device run; ``check`` compares.
 """
+import contextlib
+
 import keras
 import numpy as np
 
@@ -57,16 +59,23 @@ def run(model):
             "evaluate": model.evaluate(x, y, batch_size=BATCH, verbose=0), "predict": model.predict(x[:8], verbose=0)}
 
 
-def reference(optimizer):
-    """``run`` on one device in plain eager Keras under ``mixed_float16``, with the final trainable weights."""
+@contextlib.contextmanager
+def mixed_float16():
+    """A fresh Keras session under the ``mixed_float16`` policy for the block (float32 after it)."""
     keras.backend.clear_session()
     keras.mixed_precision.set_global_policy("mixed_float16")
     try:
+        yield
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+
+
+def reference(optimizer):
+    """``run`` on one device in plain eager Keras under ``mixed_float16``, with the final trainable weights."""
+    with mixed_float16():
         model = build(optimizer)
         result = run(model)
         result["weights"] = [w.numpy() for w in model.trainable_weights]
-    finally:
-        keras.mixed_precision.set_global_policy("float32")
     return result
 
 
