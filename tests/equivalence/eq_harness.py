@@ -164,23 +164,25 @@ class NodePool:
         for address, conn, _ in self.nodes:
             self._receive(address, conn)
 
-    def _receive(self, address, conn):
-        if not conn.poll(self.timeout):
+    def _receive(self, address, conn, timeout=None):
+        timeout = self.timeout if timeout is None else timeout
+        if not conn.poll(timeout):
             self.close()
-            raise TimeoutError("node {} did not answer within {:.0f} s".format(address, self.timeout))
+            raise TimeoutError("node {} did not answer within {:.0f} s".format(address, timeout))
         status, value = conn.recv()
         if status == "error":
             raise RuntimeError("node {} failed:\n{}".format(address, value))
         return value
 
     def run(self, case, rows):
-        """Send ``case`` to every node (``rows[address]`` = its slice of the batch); return their results."""
+        """Send ``case`` to every node (``rows[address]`` = its slice of the batch); return their results
+        (waiting ``case["timeout"]`` s for each, if the case sets it, else the pool's timeout)."""
         for address, conn, _ in self.nodes:
             conn.send((case, rows[address]))
         results, errors = [], []
         for address, conn, _ in self.nodes:
             try:
-                results.append(self._receive(address, conn))
+                results.append(self._receive(address, conn, case.get("timeout")))
             except RuntimeError as e:  # the other nodes' answers are still read, then cleanup
                 errors.append(e)
         for address, conn, _ in self.nodes:

@@ -38,6 +38,7 @@ CELLS = {
 #: 3 in all), more than the suite's budget: ``AUTODIST_ZOO_FULL=1`` (``benchmarks/zoo_table.py``) runs both under
 #: the three batch-norm builders on both topologies. The CNN cells run the same synchronized paths in the suite.
 HEAVY = [(model, builder) for model in ("resnet50", "mobilenetv2") for builder in SYNC_BN]
+HEAVY_TIMEOUT_S = 1200.0   # a node's answer to a heavy cell: its graph's trace, rewrite, start and steps
 for _topology, _cells in CELLS.items():
     _cells += [("cnn_syncbn", builder) for builder in SYNC_BN]
     if os.environ.get("AUTODIST_ZOO_FULL"):
@@ -61,7 +62,8 @@ def _record(model, builder, topology, result, expected):
     for topology, cells in CELLS.items() for model, builder in cells])
 def test_zoo_fit_equals_single_device(topology, model, builder, pools, tmp_path):
     nodes = harness.TOPOLOGIES[topology]
-    case = harness.new_case(builder, model, tmp_path, module="zoo.eq_zoo")
+    case = harness.new_case(builder, model, tmp_path, module="zoo.eq_zoo",
+                            timeout=HEAVY_TIMEOUT_S if (model, builder) in HEAVY else None)
     results = pools(topology).run(case, {address: None for address, _ in nodes})
     expected = _reference(model)
     for result in results:
