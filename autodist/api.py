@@ -41,6 +41,7 @@ import sys
 
 import tensorflow as tf
 
+from autodist.capture.batch_norm import synchronized_batch_norm
 from autodist.capture.datasets import attach as attach_uneven_inputs, auto_shard_policy, capture_datasets, \
     check_uneven_policy
 from autodist.capture.graph_item import GraphItem
@@ -97,6 +98,9 @@ class AutoDist:
     node whose input ended, until the stall timeout). ``auto_shard``: ``"auto"``, ``"file"`` or
     ``"data"`` shards every dataset an iterator is made of in the scope over
     the nodes, as tf.distribute does (None / ``"off"``: shard it yourself).
+    ``sync_batch_norm=True``: every Keras ``BatchNormalization`` built in the
+    scope normalizes with the statistics of the whole job's batch, as
+    ``synchronized=True`` asks of one layer (``docs/keras.md``).
     Elastic jobs (``docs/elastic.md``): ``elastic=True`` or ``host_discovery_script``
     makes the chief's process a supervisor (as ``max_restarts``) whose attempts
     run on the nodes available (the script's, at most ``max_nodes``, at least
@@ -120,10 +124,11 @@ class AutoDist:
                  checkpoint_dir=None, save_every=None, launcher=None, accumulation_steps=None, uneven_inputs=None,
                  auto_shard=None, elastic=False, host_discovery_script=None, max_nodes=None, discovery_interval=5.0,
                  host_backoff=60.0, preemption_signal="SIGTERM", preemption_grace=30.0, keep_per_replica_batch=False,
-                 ready_timeout=None, discovery_settle=DEFAULT_SETTLE):
+                 ready_timeout=None, discovery_settle=DEFAULT_SETTLE, sync_batch_norm=False):
         from autodist.spec.resource_spec import ResourceSpec
         _check_accumulation_steps(accumulation_steps)
         self._inputs = (check_uneven_policy(uneven_inputs), auto_shard_policy(auto_shard))
+        self._sync_batch_norm = _check_switch("sync_batch_norm", sync_batch_norm)
         spec = resource_spec_file
         if spec is not None and not isinstance(spec, ResourceSpec):
             spec = ResourceSpec(spec)
@@ -227,7 +232,7 @@ class AutoDist:
         if self._graph_item is None or self._graph_item.graph is not graph:
             self._graph_item = GraphItem(graph=graph)
         with capture_optimizers(), guard_keras_loops(), on_compile(self._attach_keras), self._graph_item.as_default(), \
-                self.input_pipelines():
+                self.input_pipelines(), self.batch_norm():
             try:
                 yield self
             except SystemExit as e:   # an error status ends the job at once (Job.chief_exiting)
@@ -239,6 +244,12 @@ class AutoDist:
         both are off), as a context manager: ``autodist run`` applies it to the whole script."""
         uneven, shard = self._inputs
         return capture_datasets(uneven, shard, self.num_workers, self.worker_index, _local_replicas(self))
+
+    def batch_norm(self):
+        """What the scope does to Keras' batch normalization (``capture.batch_norm``: synchronized statistics where
+        asked or, with ``sync_batch_norm``, everywhere), as a context manager: ``autodist run`` applies it to the
+        whole script."""
+        return synchronized_batch_norm(every_layer=self._sync_batch_norm)
 
     def _attach_keras(self, model):
         """A model compiled in the scope gets distributed fit/evaluate/predict (``autodist.runtime.keras.fit``)."""
@@ -289,6 +300,12 @@ def _local_replicas(ad):
     spec = ad.resource_spec
     address = task_order([n.address for n in spec.node_specs])[ad.worker_index]
     return len(spec.node_gpu_devices.get(address) or spec.node_cpu_devices[address])
+
+
+def _check_switch(name, value):
+    if not isinstance(value, bool):
+        raise StrategyError("AutoDist({}={!r}): expected True or False".format(name, value))
+    return value
 
 
 def _check_accumulation_steps(steps):

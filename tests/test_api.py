@@ -141,3 +141,9 @@ def test_public_paths_of_moved_modules_name_the_same_objects(public, home):
     assert public_module.__all__
     for name in public_module.__all__:
         assert getattr(public_module, name) is getattr(home_module, name), name
+
+
+def test_sync_batch_norm_is_a_switch():
+    from autodist.errors import StrategyError
+    with pytest.raises(StrategyError, match=r"AutoDist\(sync_batch_norm='yes'\): expected True or False"):
+        autodist.AutoDist(ONE_NODE, sync_batch_norm="yes")

@@ -9,6 +9,7 @@ into the default GraphItem:
     Keras 3 optimizers (BaseOptimizer and subclasses)
                                                   __init__  -> wrap_optimizer_init
                                                   apply_gradients, apply -> wrap_optimizer_apply_gradient
+                                                  scale_loss -> wrap_scale_loss (``loss_share``)
 
 Only methods a class defines itself are wrapped (an inherited one is wrapped
 where it is defined). On exit, also after an exception, every class gets its
@@ -17,6 +18,7 @@ original methods back: outside the block TensorFlow and Keras are untouched.
 import contextlib
 
 from autodist.capture.keras import optimizer_base as keras_optimizer_base
+from autodist.capture.loss_share import wrap_scale_loss
 from autodist.capture.recording import wrap_optimizer_apply_gradient, wrap_optimizer_init
 
 __all__ = ["capture_optimizers"]
@@ -40,14 +42,16 @@ def _classes(base):
 def _wrap_plan():
     """(class, attribute, decorator) for every method the scope wraps."""
     plan = []
-    for base, applies in ((_tf1_base(), ("apply_gradients",)),
-                          (keras_optimizer_base(), ("apply_gradients", "apply"))):
+    applied = wrap_optimizer_apply_gradient
+    for base, methods in ((_tf1_base(), (("apply_gradients", applied),)),
+                          (keras_optimizer_base(), (("apply_gradients", applied), ("apply", applied),
+                                                    ("scale_loss", wrap_scale_loss)))):
         for cls in _classes(base):
             if "__init__" in cls.__dict__:
                 plan.append((cls, "__init__", wrap_optimizer_init))
-            for name in applies:
+            for name, decorator in methods:
                 if name in cls.__dict__:
-                    plan.append((cls, name, wrap_optimizer_apply_gradient))
+                    plan.append((cls, name, decorator))
     return plan
 
 

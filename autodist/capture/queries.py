@@ -161,8 +161,9 @@ def half_source(tensor):
 
 
 def half_gradient_dtypes(graph_item):
-    """``{variable op name: half dtype}`` of the captured item's dense gradients computed in half precision
-    that travel in it: float16 (TensorFlow has no bfloat16 collective or accumulator kernels on CPUs)."""
+    """``{variable op name: half dtype}`` of the captured item's dense gradients computed in float16, the
+    half dtype they can travel in (TensorFlow has no bfloat16 collective or accumulator kernels on CPUs;
+    ``datasets.uneven.half_wire_dtypes`` says whether they do)."""
     found = {}
     for record in graph_item.grad_records:
         if record.is_sparse:

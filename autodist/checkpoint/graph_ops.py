@@ -1,7 +1,8 @@
 """Ops added to a node's distributed graph to read and to restore variables in the original layout.
 
     read     W            PS:          read(W)                      (on its server)
-             b            mirrored:    read(AutoDist-Replica-0/b)   (this node's first replica)
+             b            mirrored:    read(AutoDist-Replica-0/b)   (this node's first replica; a per-replica
+                                       statistic: the mean of every replica's copy, ``Piece.mean``)
              E            partitioned: concat(read(E/part_0), read(E/part_1), axis)
 
     restore  (the chief has the values; every node runs its three restore ops in order)
@@ -68,7 +69,8 @@ def build_reads(graph, assignment, entries, device):
     """{checkpoint key: the variable's whole value}, concatenations placed on ``device``."""
     values = {}
     for entry in entries:
-        parts = [_read(graph, piece.root_copy(assignment), entry.spec.dtype) for piece in entry.pieces]
+        parts = [graph.get_tensor_by_name(assignment.local[0].prefix + piece.mean) if piece.mean else
+                 _read(graph, piece.root_copy(assignment), entry.spec.dtype) for piece in entry.pieces]
         if len(parts) == 1:
             values[entry.key] = parts[0]
             continue

@@ -8,6 +8,10 @@ distributed graph the same state may be held three ways:
     mirrored           one copy per local replica                         AutoDist-Replica-<i>/W
     partitioned        shards (each itself PS or mirrored), along an axis W/part_0, W/part_1, ...
 
+A mirrored statistic kept per replica (batch norm's moving statistics without
+synchronization) is saved as its mean over every replica of the job
+(``Piece.mean``, built by ``kernel/synchronization/statistics.py``).
+
 ``layout(result, specs)`` turns a ``TransformResult`` and the variables to
 checkpoint into ``Entry`` records, one per variable, each with the ``Piece``
 (s) that hold it in order along ``axis``. Optimizer slots of a partitioned
@@ -40,6 +44,7 @@ class Piece:
     name: str
     shape: tf.TensorShape
     shared: bool      # kept once (parameter-server state); otherwise mirrored per replica
+    mean: str = ""    # a per-replica statistic: the tensor (in each replica) of its mean over the job's copies
 
     def copies(self, assignment):
         """Op names of this piece's copies in this node's graph."""
@@ -123,7 +128,8 @@ def layout(result, specs):
             if name not in facts:
                 raise CheckpointError("variable '{}' (checkpoint name '{}') is not in the distributed graph; was "
                                       "it created after the session?".format(name, key))
-            pieces.append(Piece(name=name, shape=facts[name].shape, shared=name in assignment.ps_state))
+            pieces.append(Piece(name=name, shape=facts[name].shape, shared=name in assignment.ps_state,
+                                mean=getattr(result, "on_read", {}).get(name, "")))
         entries.append(Entry(spec=spec, axis=axis, pieces=tuple(pieces)))
     return entries
 

@@ -193,11 +193,12 @@ def _from_script(script, script_args, spec, builder):
 def _plan_report(graph_item, spec, builder):
     """The builder's strategy, its PlanReport and, for AutoStrategy, its search (else None)."""
     from autodist.strategies import AutoStrategy
-    from autodist.strategies.inputs import builder_variables
+    from autodist.strategies.inputs import batch_statistics, builder_variables
     from autodist.strategies.report import plan_report
     auto = builder.search(graph_item, spec) if isinstance(builder, AutoStrategy) else None
     strategy = auto.strategy if auto is not None else builder.build(graph_item, spec)
-    return strategy, plan_report(strategy, builder_variables(graph_item), spec, repr(builder)), auto
+    return strategy, plan_report(strategy, builder_variables(graph_item), spec, repr(builder),
+                                 batch_statistics(graph_item)), auto
 
 
 def _render(graph_item, spec, strategy, report, auto, args):
@@ -219,23 +220,27 @@ def _prediction(graph_item, spec, strategy, variables, args):
     """The plan's predicted step (measured or estimated compute, cached or prior calibration)."""
     from autodist.strategies.cost import cluster_calibration, estimate_compute, predict
     from autodist.strategies.cost.compute import measure_or_estimate
+    from autodist.strategies.inputs import batch_statistics
     calibration = cluster_calibration(spec)
     if args.compute == "measure":
         compute = measure_or_estimate(graph_item, calibration, args.batch)
     else:
         compute = estimate_compute(graph_item, calibration, args.batch)
     sources = {"calibration": calibration.source, "compute": compute.source, "batch": args.batch}
-    return predict(strategy, variables, compute, calibration, chief=spec.chief), sources
+    return predict(strategy, variables, compute, calibration, chief=spec.chief,
+                   statistics=batch_statistics(graph_item)), sources
 
 
 def _prediction_line(prediction, sources):
     waits = (", waiting for another node's compute {:.2f} ms while the communication runs (the step pays the "
              "longer; a local proxy or all-reduce avoids the wait)".format(prediction.wait_s * 1e3)
              if prediction.wait_s else "")
-    return ("predicted step {:.2f} ms: compute {:.2f} ms ({}, batch {}), fixed {:.2f} ms{}, communication {:.2f} ms "
+    statistics = (", synchronized batch norm {:.2f} ms".format(prediction.statistics_s * 1e3)
+                  if prediction.statistics_s else "")
+    return ("predicted step {:.2f} ms: compute {:.2f} ms ({}, batch {}), fixed {:.2f} ms{}{}, communication {:.2f} ms "
             "of which {:.2f} ms exposed ({:.0%} of the step; calibration: {})".format(
                 prediction.step_s * 1e3, prediction.compute_s * 1e3, sources["compute"], sources["batch"],
-                prediction.fixed_s * 1e3, waits, prediction.comm_s * 1e3, prediction.exposed_comm_s * 1e3,
+                prediction.fixed_s * 1e3, statistics, waits, prediction.comm_s * 1e3, prediction.exposed_comm_s * 1e3,
                 prediction.comm_share, sources["calibration"] if sources["calibration"] != "prior" else
                 "the spec's prior; autodist calibrate -r SPEC measures the cluster"))
 

@@ -228,7 +228,7 @@ def _run(args):
                   total_steps=args.steps, stall_timeout=args.stall_timeout,
                   min_nodes=None if elastic else args.min_nodes, launcher=args.launcher,
                   uneven_inputs=args.uneven_inputs, auto_shard=args.auto_shard,
-                  accumulation_steps=args.accumulation_steps)
+                  accumulation_steps=args.accumulation_steps, sync_batch_norm=args.sync_batch_norm)
     _keep_checkpoints(args, ad)
     try:
         try:

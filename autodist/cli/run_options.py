@@ -58,6 +58,9 @@ def add_input_options(parser):
                             "or let a node without data join the others' steps with nothing")
     group.add_argument("--auto-shard", choices=AUTO_SHARD_CHOICES,
                        help="shard every dataset an iterator is made of over the nodes (tf.distribute's policies)")
+    parser.add_argument("--sync-batch-norm", action="store_true",
+                        help="every Keras BatchNormalization normalizes with the statistics of the whole job's batch "
+                             "(docs/keras.md)")
 
 
 def add_checkpoint_options(parser):
@@ -90,8 +93,8 @@ def check_checkpoint_options(args):
 
 
 def input_argv(args):
-    """The options of the training step every node runs with (its inputs, its accumulation, its checkpoints)."""
-    argv = []
+    """The options of the training step every node runs with (its inputs, accumulation, batch norm, checkpoints)."""
+    argv = ["--sync-batch-norm"] if getattr(args, "sync_batch_norm", False) else []
     text = lambda value: None if value is None else str(value)  # noqa: E731
     directory = getattr(args, "checkpoint_dir", None)
     for flag, value in (("--uneven-inputs", args.uneven_inputs), ("--auto-shard", args.auto_shard),

@@ -1,8 +1,10 @@
 """GraphTransformer: the captured single-device GraphItem -> this node's distributed GraphItem.
 
     strategy --read_entries--> entries
-    item [--uneven_inputs] [--accumulate(k), k > 1] [--half_gradients, mixed precision] --partition(entries)--> item
-         --assign(entries)--> replicate --> sync_in_graph --> sync_between_graph --> finalize
+    item [--uneven_inputs] [--loss_shares, float16 gradients] [--accumulate(k), k > 1]
+         [--half_gradients, mixed precision] --partition(entries)--> item
+         --assign(entries)--> replicate --> sync_in_graph --> sync_between_graph
+         [--sync_statistics, batch norm] --> finalize
 
 The order is declared once, in :data:`PIPELINE`, and checked against what
 each pass ``requires`` (``base.check_order``). The strategy is read once
@@ -20,12 +22,16 @@ from autodist.kernel.accumulate import Accumulate
 from autodist.kernel.assignment import Assign, Assignment, NodeContext
 from autodist.kernel.base import PassResult
 from autodist.kernel.finalizer import Finalizer
+from autodist.capture.batch_norm import mean_on_read_variables, statistics_markers
+from autodist.capture.datasets.uneven import half_wire_dtypes, reads_ahead
 from autodist.capture.queries import half_gradient_dtypes
 from autodist.kernel.half_gradients import HalfGradients
+from autodist.kernel.loss_shares import LossShares
 from autodist.kernel.partitioner import Partitioner
 from autodist.kernel.replicator import Replicator
 from autodist.kernel.synchronization import SyncBetweenGraph, SyncInGraph
-from autodist.kernel.uneven_inputs import UnevenInputs, reads_ahead
+from autodist.kernel.synchronization.statistics import SyncStatistics
+from autodist.kernel.uneven_inputs import UnevenInputs
 from autodist.plan.contract import read_entries
 
 __all__ = ["GraphTransformer", "TransformResult", "run_passes", "PIPELINE"]
@@ -40,17 +46,23 @@ class TransformResult:
     partitions: dict        # variable op name -> PartitionInfo, for variables that were split
     micro_steps: dict = dataclasses.field(default_factory=dict)   # train op -> its micro-step twin (accumulation)
     accumulation_steps: int = 1
+    on_read: dict = dataclasses.field(default_factory=dict)   # per-replica statistic -> its mean-on-read tensor
 
 
 @dataclasses.dataclass(frozen=True)
 class _Plan:
-    """What the passes are made from: the strategy's entries, this node, the captured item, and the half
-    dtypes its gradients travel in (``half_gradients``; empty: none)."""
+    """What the passes are made from: the strategy's entries, this node, the captured item, the half
+    dtypes its gradients travel in (``half_gradients``; empty: none), whether some are computed in
+    float16 (``loss_shares``), and the batch statistics to synchronize or to read as a mean
+    (``sync_statistics``: marker op names, per-replica statistics)."""
 
     entries: object
     node: NodeContext
     item: object
     half: dict
+    computes_half: bool = False
+    markers: tuple = ()
+    on_read: tuple = ()
 
     @property
     def accumulating(self):
@@ -59,9 +71,11 @@ class _Plan:
 
 #: The kernel's steps, in the order they run: a pass class and how its pass is made from the plan
 #: (``_Plan``) and the details of the steps before it, by name. A maker returning None skips its
-#: step: uneven_inputs, accumulate and half_gradients run only when the job needs them.
+#: step: uneven_inputs, loss_shares, accumulate, half_gradients and sync_statistics run only when the job
+#: needs them.
 PIPELINE = (
     (UnevenInputs, lambda plan, found: UnevenInputs(plan.entries) if reads_ahead(plan.item) else None),
+    (LossShares, lambda plan, found: LossShares(len(plan.entries.replicas)) if plan.computes_half else None),
     (Accumulate, lambda plan, found: Accumulate(plan.entries.accumulation_steps) if plan.accumulating else None),
     (HalfGradients, lambda plan, found: HalfGradients(plan.half) if plan.half else None),
     (Partitioner, lambda plan, found: Partitioner(plan.entries)),
@@ -69,6 +83,8 @@ PIPELINE = (
     (Replicator, lambda plan, found: Replicator(found[Assign.name])),
     (SyncInGraph, lambda plan, found: SyncInGraph(found[Assign.name])),
     (SyncBetweenGraph, lambda plan, found: SyncBetweenGraph(found[Assign.name], accumulating=plan.accumulating)),
+    (SyncStatistics, lambda plan, found: SyncStatistics(found[Assign.name], plan.markers, plan.on_read)
+     if plan.markers or plan.on_read else None),
     (Finalizer, lambda plan, found: Finalizer(found[Assign.name])),
 )
 
@@ -126,7 +142,8 @@ class GraphTransformer:
 
     def transform(self, item):
         entries = read_entries(self.strategy)
-        plan = _Plan(entries, self.node, item, half_gradient_dtypes(item))
+        plan = _Plan(entries, self.node, item, half_wire_dtypes(item), bool(half_gradient_dtypes(item)),
+                     tuple(op.name for op in statistics_markers(item.graph)), tuple(mean_on_read_variables(item.graph)))
         found, seen = {}, {}
 
         def passes():   # made one by one: the passes after the assignment are made from it
@@ -144,4 +161,5 @@ class GraphTransformer:
         return TransformResult(original=item, partitioned=seen[Partitioner.name], item=result.item,
                                assignment=found[Assign.name], partitions=found[Partitioner.name],
                                micro_steps=found.get(Accumulate.name, {}),
-                               accumulation_steps=plan.entries.accumulation_steps)
+                               accumulation_steps=plan.entries.accumulation_steps,
+                               on_read=found.get(SyncStatistics.name, {}))

@@ -11,11 +11,15 @@ up moves behind the synchronization, into the update::
 
 When gradients are accumulated, the accumulators keep float32 (their sum is
 exact) and the mean is cast down for the wire. Which variables qualify is
-decided on the captured graph (``half_gradient_dtypes``), so that the
-planner's byte counts and the kernel agree. Dense float16 gradients only:
-an IndexedSlices gradient keeps its dtype, and a bfloat16 gradient travels
-as float32 (TensorFlow's CPU collectives and parameter-server accumulators
-have no bfloat16 kernels; the graph transformer leaves them out).
+decided on the captured graph (``datasets.uneven.half_wire_dtypes``), so that
+the planner's byte counts and the kernel agree. Dense float16 gradients only:
+an IndexedSlices gradient keeps its dtype, a bfloat16 gradient travels as
+float32 (TensorFlow's CPU collectives and parameter-server accumulators have
+no bfloat16 kernels; the graph transformer leaves them out), and so does every
+gradient of a job with uneven inputs (weighed by its rows before the
+synchronization, ``kernel/uneven_inputs.py``). The replicas' half gradients
+are each one's share of the one device's (``loss_shares``), so their float16
+sum holds where the one device's gradient does.
 """
 import tensorflow as tf
 

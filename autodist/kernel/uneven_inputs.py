@@ -23,21 +23,12 @@ weights of one step's rows must meet in that step's synchronization.
 """
 import tensorflow as tf
 
-from autodist.capture.datasets.uneven import CHECK, PROGRESS, STATE, UPDATE
+from autodist.capture.datasets.uneven import CHECK, PROGRESS, STATE, UPDATE, reads_ahead
 from autodist.errors import TransformError
 from autodist.kernel.analysis import analyze
 from autodist.kernel.base import Pass, PassResult
 
 __all__ = ["UnevenInputs", "reads_ahead"]
-
-
-def reads_ahead(item):
-    """Whether the captured graph's training input is read ahead (``AutoDist(uneven_inputs=...)``)."""
-    try:
-        item.graph.get_operation_by_name(PROGRESS)
-    except KeyError:
-        return False
-    return True
 
 
 class UnevenInputs(Pass):

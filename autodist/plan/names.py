@@ -33,8 +33,9 @@ import re
 __all__ = [
     "REPLICA_PREFIX", "replica_prefix", "single_device_name", "shard_name", "proxy_scope", "PROXY_HANDLE",
     "proxy_name", "sync_scope", "ACCUMULATE_SCOPE", "accumulator_scope", "micro_step_name", "INIT_SERVERS", "INIT_SYNC", "INIT_LOCAL", "INIT_OPS", "job_container",
+    "MEAN_ON_READ_SCOPE", "mean_on_read_name",
     "WORKER_JOB", "worker_device", "host_cpu", "collective_group_leader", "task_of",
-    "KEY_WINDOW", "EVERY_STEP_KEY_OFFSET", "INIT_KEY_OFFSET", "RESTORE_KEY_OFFSET", "RESTORE_KEYS_PER_SLOT", "key_base", "group_key",
+    "KEY_WINDOW", "STATISTICS_KEY_OFFSET", "EVERY_STEP_KEY_OFFSET", "INIT_KEY_OFFSET", "RESTORE_KEY_OFFSET", "RESTORE_KEYS_PER_SLOT", "key_base", "group_key",
     "KEY_WINDOWS", "key_window",
 ]
 
@@ -85,6 +86,12 @@ def sync_scope(base, group):
 
 
 ACCUMULATE_SCOPE = "AutoDist-Accumulate/"
+MEAN_ON_READ_SCOPE = "AutoDist-MeanOnRead/"
+
+
+def mean_on_read_name(var_op):
+    """The op (in every local replica) reading the job's mean of the per-replica statistic ``var_op``."""
+    return MEAN_ON_READ_SCOPE + var_op
 
 
 def accumulator_scope(var_op):
@@ -138,13 +145,15 @@ def task_of(device):
 
 
 KEY_WINDOW = 100000
+STATISTICS_KEY_OFFSET = 70000   # synchronized batch norm: one key per statistics marker
 EVERY_STEP_KEY_OFFSET = 80000   # collectives of the train ops that update at every call, when others accumulate
 INIT_KEY_OFFSET = 90000
 RESTORE_KEY_OFFSET = 95000
 RESTORE_KEYS_PER_SLOT = 64
 #: A job's collective instance keys by kind, as offsets from its key base: ``(name, first, end)``, ``end``
 #: excluded. The windows follow one another and end at ``KEY_WINDOW``, where the next job's keys start.
-KEY_WINDOWS = (("training", 1, EVERY_STEP_KEY_OFFSET), ("every-step", EVERY_STEP_KEY_OFFSET + 1, INIT_KEY_OFFSET),
+KEY_WINDOWS = (("training", 1, STATISTICS_KEY_OFFSET), ("statistics", STATISTICS_KEY_OFFSET, EVERY_STEP_KEY_OFFSET),
+               ("every-step", EVERY_STEP_KEY_OFFSET + 1, INIT_KEY_OFFSET),
                ("init", INIT_KEY_OFFSET, RESTORE_KEY_OFFSET), ("restore", RESTORE_KEY_OFFSET, KEY_WINDOW))
 
 

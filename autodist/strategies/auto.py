@@ -59,9 +59,11 @@ from autodist.strategies.all_reduce import AllReduce
 from autodist.strategies.base import StrategyBuilder
 from autodist.strategies.cost import Compute, cluster_calibration, predict
 from autodist.strategies.cost.calibration import spec_key
-from autodist.strategies.cost.model import beyond_compute_s, exposed_comm_s, fixed_step_s, node_comm_s, wait_s
+from autodist.strategies.cost.model import (beyond_compute_s, exposed_comm_s, fixed_step_s, node_comm_s,
+                                            statistics_s, wait_s)
 from autodist.strategies.cost.traffic import StepTraffic, add_entry, group_overhead
-from autodist.strategies.inputs import all_cpu_servers, builder_variables, is_cpu, replica_devices
+from autodist.strategies.inputs import (BatchStatistics, all_cpu_servers, batch_statistics, builder_variables, is_cpu,
+                                        replica_devices)
 from autodist.strategies.parallax import Parallax
 from autodist.strategies.partitioned_ps import PartitionedPS
 from autodist.strategies.ps import PS
@@ -132,7 +134,8 @@ class AutoStrategy(StrategyBuilder):
         if compute is None:
             from autodist.strategies.cost.compute import estimate_compute
             compute = estimate_compute(graph_item, calibration, self._batch)
-        return self.search_variables(builder_variables(graph_item), resource_spec, compute, calibration)
+        return self.search_variables(builder_variables(graph_item), resource_spec, compute, calibration,
+                                     batch_statistics(graph_item))
 
     def build_from_variables(self, variables, resource_spec):
         """The chosen Strategy for a ``BuilderVariable`` list, as every variable builder offers."""
@@ -159,18 +162,23 @@ class AutoStrategy(StrategyBuilder):
         """The same search with ``calibration`` (a job ships the chief's to every node)."""
         return AutoStrategy(calibration=calibration, compute=self._compute, batch=self._batch, probe=self._probe)
 
-    def search_variables(self, variables, resource_spec, compute=None, calibration=None):
-        """The :class:`AutoResult` for a ``BuilderVariable`` list (no graph needed)."""
+    def search_variables(self, variables, resource_spec, compute=None, calibration=None, statistics=None):
+        """The :class:`AutoResult` for a ``BuilderVariable`` list (no graph needed); ``statistics``: the graph's
+        synchronized batch norm (``inputs.BatchStatistics``), whose exchanges a plan with parameter servers
+        across nodes relays through the chief."""
         variables = list(variables)
         calibration = calibration or self.calibration(resource_spec)
         compute = compute or Compute(0.0, source="none")
+        statistics = statistics or BatchStatistics()
+
         def price(name, strategy):
-            return name, strategy, predict(strategy, variables, compute, calibration, chief=resource_spec.chief)
+            return name, strategy, predict(strategy, variables, compute, calibration, chief=resource_spec.chief,
+                                           statistics=statistics)
 
         cpu_replicas = any(is_cpu(replica) for replica in replica_devices(resource_spec))
         starts = _STARTS if cpu_replicas else _STARTS[:1] + _STARTS[2:]   # no node waits on GPUs: no proxies
         ends = [price(SEARCHED, _Search(variables, resource_spec, compute, calibration, start,
-                                         proxies=cpu_replicas).run()) for start in starts]
+                                         proxies=cpu_replicas, statistics=statistics).run()) for start in starts]
         presets = [price(name, cls().build_from_variables(variables, resource_spec)) for name, cls in CANDIDATES]
         priced = presets + [min(ends, key=lambda end: round(end[2].step_s, 9))]   # the first on a tie
         best = min(range(len(presets)), key=lambda i: (round(priced[i][2].step_s, 9), i))
@@ -194,8 +202,10 @@ def _shard_counts(limit):
 class _Search:
     """Greedy per-variable search over synchronizers, servers and shard counts."""
 
-    def __init__(self, variables, resource_spec, compute, calibration, start, proxies=True):
+    def __init__(self, variables, resource_spec, compute, calibration, start, proxies=True, statistics=None):
         self.variables = variables
+        self.statistics = statistics or BatchStatistics()
+        self.server_pieces = 0   # pieces on parameter servers: on several nodes the statistics are relayed
         self.proxies = (False, True) if proxies else (False,)
         self.replicas = tuple(replica_devices(resource_spec))
         self.nodes = list(resource_spec.nodes)
@@ -232,11 +242,14 @@ class _Search:
             if part.synchronizer.kind == "ps":
                 share = var.byte_size // (entry.partition.count if entry.partition else 1)
                 self.loads[part.synchronizer.destination] += scale * share
+                self.server_pieces += scale
 
     def cost(self):
         comm = max(node_comm_s(self.traffic, n, self.calibration) for n in self.nodes)
-        return fixed_step_s(self.traffic, self.calibration) + beyond_compute_s(
-            wait_s(self.traffic, self.compute), exposed_comm_s(comm, self.compute.step_s, self.calibration.overlap))
+        relayed = self.server_pieces > 0 and len(self.nodes) > 1
+        return fixed_step_s(self.traffic, self.calibration) + statistics_s(self.statistics, relayed, self.calibration) \
+            + beyond_compute_s(wait_s(self.traffic, self.compute),
+                               exposed_comm_s(comm, self.compute.step_s, self.calibration.overlap))
 
     def options(self, var):
         """Entries ``var`` may take: all-reduce, each server (with or without a local proxy), even shards

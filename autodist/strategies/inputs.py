@@ -21,8 +21,9 @@ from typing import Optional, Tuple
 from autodist.errors import StrategyError
 
 __all__ = [
-    "BuilderVariable", "builder_variables", "replica_devices", "first_cpu_server",
-    "all_cpu_servers", "node_of", "is_cpu", "keeps_proxy",
+    "BuilderVariable", "builder_variables", "BatchStatistics", "batch_statistics", "relays_statistics",
+    "replica_devices",
+    "first_cpu_server", "all_cpu_servers", "node_of", "is_cpu", "keeps_proxy",
 ]
 
 
@@ -81,8 +82,8 @@ def builder_variables(graph_item):
         infos = variable_infos(ugraph, op_names)
     except ValueError as exc:
         raise StrategyError("cannot plan the gradient targets: {}".format(exc)) from None
-    from autodist.capture.queries import half_gradient_dtypes
-    half = half_gradient_dtypes(graph_item)
+    from autodist.capture.datasets.uneven import half_wire_dtypes
+    half = half_wire_dtypes(graph_item)
     return [_builder_variable(info, record.is_sparse, ugraph, half.get(op_name))
             for info, record, op_name in zip(infos, records, op_names)]
 
@@ -97,6 +98,32 @@ def _builder_variable(info, is_sparse, ugraph, grad_dtype=None):
                            byte_size=int(info.byte_size), is_sparse=bool(is_sparse),
                            in_control_flow=bool(info.in_control_flow),
                            grad_dtype=None if grad_dtype is None else grad_dtype.name)
+
+
+@dataclass(frozen=True)
+class BatchStatistics:
+    """The synchronized batch norm of a captured graph (``capture.batch_norm``): how many exchanges a step
+    makes, forward and backward, each a sum over every replica on the step's critical path, and their bytes
+    (per replica, all exchanges)."""
+
+    exchanges: int = 0
+    bytes: int = 0
+
+
+def batch_statistics(graph_item):
+    """The :class:`BatchStatistics` of ``graph_item`` (none without synchronized batch norm)."""
+    from autodist.capture.batch_norm import statistics_markers
+    markers = statistics_markers(graph_item.graph)
+    sizes = [m.inputs[0].shape.num_elements() * m.inputs[0].dtype.size for m in markers
+             if m.inputs[0].shape.is_fully_defined()]
+    return BatchStatistics(exchanges=len(markers), bytes=sum(sizes))
+
+
+def relays_statistics(entries, replicas):
+    """Whether the kernel relays synchronized batch statistics through the chief: replicas on several nodes
+    and a parameter server among the plan's pieces (``kernel/synchronization/statistics.py``)."""
+    servers = any(part.synchronizer.kind == "ps" for entry in entries for part in (entry.parts or (entry,)))
+    return servers and len({node_of(replica) for replica in replicas}) > 1
 
 
 def replica_devices(resource_spec):

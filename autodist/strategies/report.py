@@ -13,6 +13,11 @@ under mixed precision travels, and is counted, at its own size G = M / 2):
 - ring all-reduce: every replica sends and receives ``2 (N - 1) / N * G``;
 - parameter server: every replica pushes its gradient (sends G) and pulls the
   new value (receives M); the server receives ``N * G`` and sends ``N * M``.
+- synchronized batch norm (``inputs.BatchStatistics``): its exchanges (a sum
+  over every replica, forward and backward, of S bytes in all) move like an
+  all-reduce of S, ``2 (N - 1) / N * S`` each way per replica, or, relayed
+  through the chief beside parameter servers across nodes, S each way; the
+  report counts them apart (``PlanReport.statistics``) and in the devices' bytes.
 
 Bytes held: a server holds the variables (shards) placed on it; every replica
 holds a copy of each all-reduced variable; a PS variable with a local proxy has
@@ -29,7 +34,7 @@ import dataclasses
 from typing import Optional, Tuple
 
 from autodist.plan.contract import read_entries
-from autodist.strategies.inputs import keeps_proxy, node_of
+from autodist.strategies.inputs import BatchStatistics, keeps_proxy, node_of, relays_statistics
 
 __all__ = ["ShardRow", "VariableRow", "DeviceRow", "PlanReport", "plan_report", "format_table",
            "ring_all_reduce_bytes", "ps_push_pull_bytes", "load_imbalance",
@@ -90,6 +95,7 @@ class PlanReport:
     devices: Tuple[DeviceRow, ...]
     imbalance: float
     num_servers: int
+    statistics: Optional[dict] = None   # synchronized batch norm: exchanges, bytes per replica and step, relayed
 
     def to_dict(self):
         """Plain JSON-ready data (``autodist plan --format json``)."""
@@ -102,6 +108,7 @@ class PlanReport:
             "imbalance": self.imbalance,
             "servers": self.num_servers,
             "total_bytes": sum(v.bytes for v in self.variables),
+            "synchronized_batch_norm": self.statistics,
         }
 
 
@@ -189,6 +196,7 @@ class _Traffic:
         self.per_replica_pull = 0    # pulled by every replica (the new values)
         self.per_replica_ar = 0      # all-reduced by every replica
         self.per_replica_copies = 0  # mirrored on every replica
+        self.per_replica_statistics = 0   # synchronized batch norm, relayed through the chief (sent and received)
         self.proxies = {}            # first replica of a node -> bytes of the proxies it holds
         self.firsts = {}             # node -> its first replica
         for replica in replicas:
@@ -218,20 +226,33 @@ class _Traffic:
             self.per_replica_ar += grad_bytes
             self.per_replica_copies += nbytes
 
+    def statistics(self, nbytes, relayed):
+        """Synchronized batch norm's ``nbytes`` per replica: through the chief, or all-reduced."""
+        if relayed:
+            self.per_replica_statistics += nbytes
+        else:
+            self.per_replica_ar += nbytes
+
     def finish(self):
         n = len(self.replicas)
         ring = (2 * (n - 1) * self.per_replica_ar + n // 2) // n if n else 0   # rounded 2(N-1)/N*M
+        relayed = self.per_replica_statistics
         for replica in self.replicas:
-            self.add(replica, self.per_replica_copies + self.proxies.get(replica, 0), self.per_replica_push + ring,
-                     self.per_replica_pull + ring)
+            self.add(replica, self.per_replica_copies + self.proxies.get(replica, 0),
+                     self.per_replica_push + ring + relayed, self.per_replica_pull + ring + relayed)
 
 
-def plan_report(strategy, variables, resource_spec, builder=None):
-    """The :class:`PlanReport` of ``strategy`` for the planned ``variables`` on a cluster."""
+def plan_report(strategy, variables, resource_spec, builder=None, statistics=None):
+    """The :class:`PlanReport` of ``strategy`` for the planned ``variables`` on a cluster; ``statistics``: the
+    graph's synchronized batch norm (``inputs.BatchStatistics``; None: none)."""
     entries = read_entries(strategy)
     by_name = {v.name: v for v in variables}
     replicas = entries.replicas
     traffic = _Traffic(replicas)
+    statistics = statistics or BatchStatistics()
+    relayed = relays_statistics(entries.variables.values(), replicas)
+    if statistics.exchanges:
+        traffic.statistics(statistics.bytes, relayed)
     rows = []
     for entry in entries.variables.values():
         var = by_name.get(entry.var_name)
@@ -251,7 +272,9 @@ def plan_report(strategy, variables, resource_spec, builder=None):
     return PlanReport(strategy_id=strategy.id, builder=builder if builder is not None else "",
                       replicas=replicas, variables=tuple(rows), devices=devices,
                       imbalance=round(load_imbalance(loads), 6) if has_ps else 1.0,
-                      num_servers=len(loads) if has_ps else 0)
+                      num_servers=len(loads) if has_ps else 0,
+                      statistics={"exchanges": statistics.exchanges, "bytes": statistics.bytes, "relayed": relayed}
+                      if statistics.exchanges else None)
 
 
 def _device_rows(traffic, resource_spec, replicas, servers):
@@ -328,6 +351,10 @@ def format_table(report):
                         human_bytes(d.sent_bytes), human_bytes(d.received_bytes))
                        for d in report.devices])
     lines.append("")
+    if report.statistics:
+        lines.append("synchronized batch norm: {} exchanges per step (forward and backward), {} per replica{}".format(
+            report.statistics["exchanges"], human_bytes(report.statistics["bytes"]),
+            ", relayed through the chief" if report.statistics["relayed"] else ", all-reduced"))
     total = sum(v.bytes for v in report.variables)
     if report.num_servers:
         balance = "imbalance λ = {:.3f} (max / mean bytes over {} candidate servers)".format(

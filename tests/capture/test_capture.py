@@ -172,6 +172,8 @@ def _originals():
         "tf1.adam.init": tf1.train.AdamOptimizer.__dict__["__init__"],
         "keras.apply_gradients": BaseOptimizer.__dict__["apply_gradients"],
         "keras.apply": BaseOptimizer.__dict__["apply"],
+        "keras.scale_loss": BaseOptimizer.__dict__["scale_loss"],
+        "keras.loss_scale.scale_loss": keras.optimizers.LossScaleOptimizer.__dict__["scale_loss"],
         "keras.adam.init": keras.optimizers.Adam.__dict__["__init__"],
     }
 

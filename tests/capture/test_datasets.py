@@ -12,6 +12,8 @@ import tensorflow as tf
 
 from autodist import AutoDist
 from autodist.capture.datasets import capture_datasets
+from autodist.capture.graph_item import GraphItem
+from autodist.capture.optimizers import capture_optimizers
 from autodist.capture.datasets.uneven import with_lookahead
 from autodist.errors import CaptureError, TransformError
 from autodist.strategies import PS, AllReduce
@@ -168,3 +170,50 @@ def test_iterator_creation_is_tensorflows_again_after_the_scope(spec):
             assert DatasetV1.__dict__["_make_one_shot_iterator"] is not before
             raise RuntimeError("inside")
     assert DatasetV1.__dict__["_make_one_shot_iterator"] is before
+
+
+def _half_step(x, y):
+    """A mixed_float16 Dense under a LossScaleOptimizer whose scaled gradient is 49152, finite in float16 (the
+    policy is set by the caller): (train op, kernel, loss scale)."""
+    import keras
+    layer = keras.layers.Dense(4, use_bias=False, kernel_initializer="zeros")
+    optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(1e-4), initial_scale=2.0 ** 17)
+    out = tf.cast(layer(x), tf.float32)
+    optimizer.build(layer.trainable_variables)
+    loss = optimizer.scale_loss(tf.reduce_mean(tf.square(out - y)))
+    weights = [v.value for v in layer.trainable_variables]
+    train = optimizer.apply_gradients(zip(tf.gradients(loss, weights), layer.trainable_variables))
+    return train, weights[0], optimizer.dynamic_scale.value
+
+
+@pytest.mark.parametrize("builder", [AllReduce(), PS()], ids=["AllReduce", "PS"])
+def test_uneven_inputs_under_loss_scaling_skip_no_step_one_device_takes(spec, builder):
+    """Uneven inputs weigh a gradient by its replica's rows (8 here) before the synchronization: in float16 that
+    product (8 x 49152 / 2) overflows where the one device's gradient does not, so these gradients travel in
+    float32 and the job takes both steps, at the initial scale, as one device does."""
+    import keras
+    x, y = np.ones((32, 3), np.float32), np.full((32, 4), -0.75, np.float32)
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        with tf.Graph().as_default() as graph:
+            with capture_optimizers(), GraphItem(graph).as_default():   # Keras' update as one ordered train op
+                xs, ys = tf1.placeholder(tf.float32, [None, 3]), tf1.placeholder(tf.float32, [None, 4])
+                train, kernel, scale = _half_step(xs, ys)
+            with tf1.Session() as sess:
+                sess.run(tf1.global_variables_initializer())
+                for rows in (slice(0, 16), slice(16, 32)):
+                    sess.run(train, {xs: x[rows], ys: y[rows]})
+                want = sess.run([kernel, scale])
+        ad = AutoDist(spec, builder, uneven_inputs="end")
+        with tf.Graph().as_default(), ad.scope():
+            xs, ys = tf1.data.make_one_shot_iterator(tf.data.Dataset.from_tensor_slices((x, y)).batch(8)).get_next()
+            train, kernel, scale = _half_step(xs, ys)
+            sess = ad.create_distributed_session()
+            with pytest.raises(tf.errors.OutOfRangeError):
+                for _ in range(3):
+                    sess.run(train)
+            got = sess.run([kernel, scale])
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert got[1] == want[1] == 2.0 ** 17
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-3)

@@ -1,9 +1,9 @@
 """Keras 3 models in the scope: equivalence with single-device training, batch-norm statistics, loop guard.
 
-Batch normalization, as documented in docs/keras.md: the moving statistics
-are mirrored per replica and each replica updates its copy from its own shard
-of the batch; fetches and checkpoints give this node's first replica's copy.
-The tests pin that down numerically.
+Batch normalization, as documented in docs/keras.md: without synchronized
+statistics the moving statistics are mirrored per replica and each replica
+updates its copy from its own shard of the batch; fetches and checkpoints give
+their mean over the job's replicas. The tests pin that down numerically.
 """
 import keras
 import numpy as np
@@ -142,9 +142,9 @@ def test_batch_norm_statistics_are_per_replica_from_each_shard(spec, data, tmp_p
         fetched = session.run(tf_variable(bn.moving_mean))
         path = saver.save(session, str(tmp_path / "bn"))
     _check_per_replica(means, variances, xs[0])
-    np.testing.assert_array_equal(fetched, means[0])
+    np.testing.assert_allclose(fetched, np.mean(means, axis=0), rtol=1e-6)   # read as on-read variables are
     saved = tf.train.load_checkpoint(path).get_tensor(tf_variable(bn.moving_mean).op.name)
-    np.testing.assert_array_equal(saved, means[0])
+    np.testing.assert_allclose(saved, np.mean(means, axis=0), rtol=1e-6)
 
 
 def test_ad_function_runs_batch_norm_updates(spec, data):

@@ -30,6 +30,13 @@ def test_pipeline_options_reach_every_node_and_every_attempt():
     assert attempt.index("--uneven-inputs") < attempt.index("/t.py")
 
 
+def test_sync_batch_norm_reaches_every_node_and_every_attempt():
+    args = build_parser().parse_args(["run", "--sync-batch-norm", "--max-restarts", "1", "train.py"])
+    assert input_argv(args) == ["--sync-batch-norm"]
+    assert "--sync-batch-norm" in _attempt_argv(args, "/s.yml", "/t.py", None, None)
+    assert input_argv(build_parser().parse_args(["run", "train.py"])) == []
+
+
 def test_elastic_options_make_a_supervisor_whose_attempts_do_not_supervise():
     args = build_parser().parse_args(["run", "--host-discovery-script", "hosts.sh", "--min-nodes", "1",
                                       "--max-nodes", "2", "--preemption-signal", "SIGUSR1", "train.py"])

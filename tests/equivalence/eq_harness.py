@@ -25,6 +25,7 @@ TOPOLOGIES = {
     "1node-2replicas": [("127.0.0.1", 2)],
     "2nodes-1+1": [("127.0.0.1", 1), ("127.0.0.2", 1)],
     "2nodes-2+1": [("127.0.0.1", 2), ("127.0.0.2", 1)],
+    "2nodes-2+2": [("127.0.0.1", 2), ("127.0.0.2", 2)],
 }
 _keys = itertools.count(1)
 
@@ -248,16 +249,17 @@ class NodePool:
             except OSError as e:  # BrokenPipeError: the node is gone
                 raise self._died(node, during) from e
 
-    def _answers(self, during):
+    def _answers(self, during, timeout=None):
         """{address: (status, value)} of every node; fails at once when a node ends instead of answering."""
-        deadline = time.monotonic() + self.timeout
+        timeout = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
         pending, answers = {node.conn: node for node in self.nodes}, {}
         while pending:
             waited = [node.process.sentinel for node in pending.values()] + list(pending)
             if not connection.wait(waited, max(0.0, deadline - time.monotonic())):
                 self.close(grace=0)
                 raise TimeoutError("pool node(s) {} did not answer within {:.0f} s during {}".format(
-                    ", ".join(node.address for node in pending.values()), self.timeout, during))
+                    ", ".join(node.address for node in pending.values()), timeout, during))
             for conn, node in list(pending.items()):
                 if conn.poll(0):
                     try:
@@ -272,10 +274,11 @@ class NodePool:
         return answers
 
     def run(self, case, rows):
-        """Send ``case`` to every node (``rows[address]`` = its slice of the batch); return their results."""
+        """Send ``case`` to every node (``rows[address]`` = its slice of the batch); return their results
+        (waiting ``case["timeout"]`` s for them, if the case sets it, else the pool's timeout)."""
         during = "case {} ({} on {})".format(case["job_id"], case.get("builder"), case.get("model"))
         self._send(lambda node: (case, rows[node.address]), during)
-        answers = self._answers(during)
+        answers = self._answers(during, case.get("timeout"))
         self._send(lambda node: ("reset", case["job_id"]), "the reset after " + during)
         resets = self._answers("the reset after " + during)
         for replies, what in ((answers, during), (resets, "the reset after " + during)):

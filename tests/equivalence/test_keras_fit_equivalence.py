@@ -60,17 +60,6 @@ def test_accumulating_fit_on_two_nodes_equals_single_device_keras_accumulation(b
         check(node_result, _reference("dense", 3))
 
 
-@pytest.mark.pool(TOPOLOGY)
-@pytest.mark.parametrize("builder", builders_for(BUILDERS, sparse=False))   # the dense model
-def test_mixed_float16_fit_on_two_nodes_equals_single_device_within_half_precision(builder, pools, tmp_path):
-    """Keras' ``mixed_float16`` policy (a LossScaleOptimizer with dynamic loss scaling, float16 gradients on the
-    wire): the single-device run under the same policy, within half-precision tolerance."""
-    nodes = harness.TOPOLOGIES[TOPOLOGY]
-    case = harness.new_case(builder, "dense", tmp_path, module="eq_keras_fit", policy="mixed_float16")
-    for node_result in pools(TOPOLOGY).run(case, {address: None for address, _ in nodes}):
-        check(node_result, _reference("dense", None, "mixed_float16"), rtol=5e-3, atol=5e-3)
-
-
 @pytest.mark.pool("2nodes-2+1")
 @pytest.mark.parametrize("builder", ["PS", "AllReduce", "PartitionedPS"])   # Parallax plans this Dense as AllReduce
 def test_an_inf_gradient_on_one_replica_skips_the_step_on_every_replica(builder, pools, tmp_path):

@@ -199,10 +199,11 @@ def test_the_declared_order_meets_every_passs_requirements():
     from autodist.kernel.graph_transformer import PIPELINE
     classes = [cls for cls, _ in PIPELINE]
     assert all(issubclass(cls, Pass) for cls in classes)
-    assert [cls.name for cls in classes] == ["uneven_inputs", "accumulate", "half_gradients", "partition", "assign",
-                                             "replicate", "sync_in_graph", "sync_between_graph", "finalize"]
+    assert [cls.name for cls in classes] == ["uneven_inputs", "loss_shares", "accumulate", "half_gradients", "partition",
+                                             "assign", "replicate", "sync_in_graph", "sync_between_graph",
+                                             "sync_statistics", "finalize"]
     check_order(classes)
-    swapped = classes[:5] + [classes[6], classes[5]] + classes[7:]
+    swapped = classes[:6] + [classes[7], classes[6]] + classes[8:]
     with pytest.raises(TransformError, match="pass 'sync_in_graph'.*needs 'replicate' to run before it"):
         check_order(swapped)
 

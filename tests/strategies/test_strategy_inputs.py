@@ -77,3 +77,26 @@ def test_importing_the_strategies_does_not_import_tensorflow():
     code = ("import sys, autodist.strategies, autodist.strategies.report; "
             "sys.exit('tensorflow' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], timeout=120).returncode == 0
+
+
+def test_a_half_gradient_is_planned_in_float16_unless_the_input_is_read_ahead():
+    """Uneven inputs weigh a gradient by its rows before the synchronization, a product float16's range may
+    not hold: the kernel sends such gradients in float32, and the plan report and cost model count them so."""
+    import tensorflow as tf
+    from autodist.capture.datasets.uneven import PROGRESS
+    from autodist.capture.graph_item import GraphItem
+    from autodist.capture.optimizers import capture_optimizers
+
+    tf1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default():
+        item = GraphItem(graph)
+        with capture_optimizers(), item.as_default():
+            w = tf1.get_variable("w", initializer=tf.ones([4]))
+            loss = tf.reduce_sum(tf.cast(tf.square(tf.cast(w, tf.float16)), tf.float32))
+            tf1.train.GradientDescentOptimizer(0.1).minimize(loss)
+    item.prepare()
+    assert builder_variables(item)[0].grad_dtype == "float16"
+    with graph.as_default():
+        tf.zeros([2], name=PROGRESS)   # what AutoDist(uneven_inputs=...) records in the captured graph
+    assert builder_variables(item)[0].grad_dtype is None

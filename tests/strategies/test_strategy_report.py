@@ -141,3 +141,20 @@ def test_unknown_entries_do_not_break_the_report(one_cpu):
                                      (2 << 40, "2.0 TiB")])
 def test_human_bytes(n, text):
     assert human_bytes(n) == text
+
+
+def test_synchronized_batch_norm_moves_like_an_all_reduce_or_through_the_chief(make_var, make_spec):
+    from autodist.strategies.inputs import BatchStatistics
+    spec = make_spec([("127.0.0.1", (), (0,)), ("127.0.0.2", (), (0,))])
+    variables = [make_var("w", (250,))]                           # 1000 bytes
+    statistics = BatchStatistics(exchanges=6, bytes=300)
+    report = plan_report(AllReduce().build_from_variables(variables, spec), variables, spec, statistics=statistics)
+    ring = round(ring_all_reduce_bytes(1300, 2))
+    assert set(devices(report).values()) == {(("replica",), 1000, ring, ring)}
+    assert report.statistics == {"exchanges": 6, "bytes": 300, "relayed": False}
+    assert "synchronized batch norm: 6 exchanges per step (forward and backward), 300 B per replica, all-reduced" \
+        in format_table(report)
+    report = plan_report(PS().build_from_variables(variables, spec), variables, spec, statistics=statistics)
+    assert devices(report)["127.0.0.2:CPU:0"] == (("replica",), 0, 1300, 1300)   # push and pull, relayed 300
+    assert report.to_dict()["synchronized_batch_norm"]["relayed"]
+    assert plan_report(PS().build_from_variables(variables, spec), variables, spec).statistics is None

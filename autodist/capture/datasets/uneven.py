@@ -44,11 +44,11 @@ first component is a scalar counts one row.
 """
 import tensorflow as tf
 
-from autodist.capture.queries import ancestors
+from autodist.capture.queries import ancestors, half_gradient_dtypes
 from autodist.errors import CaptureError
 
 __all__ = ["POLICIES", "STATE", "PROGRESS", "CHECK", "END_OF_INPUT", "with_lookahead", "state_variable",
-           "LookaheadIterator", "attach", "is_end_of_input", "end_of_input"]
+           "LookaheadIterator", "attach", "is_end_of_input", "end_of_input", "reads_ahead", "half_wire_dtypes"]
 
 POLICIES = ("end", "join")
 SCOPE = "AutoDist-Input/"
@@ -198,3 +198,20 @@ def end_of_input(error):
         "docs/input_pipelines.md, \"Uneven inputs\")").format(
             "every node's input is exhausted" if join else "the input of a node is exhausted",
             "join" if join else "end"))
+
+
+def reads_ahead(item):
+    """Whether the captured GraphItem's training input is read ahead (``AutoDist(uneven_inputs=...)``)."""
+    try:
+        item.graph.get_operation_by_name(PROGRESS)
+    except KeyError:
+        return False
+    return True
+
+
+def half_wire_dtypes(item):
+    """``{variable op name: half dtype}`` of the gradients that travel in half precision
+    (``queries.half_gradient_dtypes``): none when the input is read ahead. A gradient is then weighed by
+    its replica's rows before the synchronization, a product whose range float16 may not hold, so the
+    gradients travel in float32 (the planner's byte counts and the kernel both ask here)."""
+    return {} if reads_ahead(item) else half_gradient_dtypes(item)

@@ -56,7 +56,10 @@ def _groups(assignment):
 
 
 def synchronize_all_reduce(editor, assignment):
-    """Add the collectives; returns (step ops, new variables as (handle op, initializer op) names)."""
+    """Add the collectives; returns (step ops, new variables as (handle op, initializer op) names).
+
+    The step ops write the compressors' state (``compressor.keep_state``: kept when a synchronized
+    gradient of the replica's step is not finite)."""
     if not assignment.ar_vars:
         return [], []
     if relay.needs_relay(assignment):
@@ -64,14 +67,18 @@ def synchronize_all_reduce(editor, assignment):
     collectives = comp.Collectives(assignment)
     scratch = editor.scratch()
     template, others = assignment.local[0], assignment.local[1:]
-    reduced, steps, new_vars = {}, [], []
+    reduced, writes, new_vars = {}, [], []
     with scratch.graph.as_default():
         for index, (kind, compressor, group) in enumerate(_groups(assignment)):
             build = {"sparse": _sparse, "powersgd": _powersgd, "dense": _dense}[kind]
-            s, v = build(scratch, collectives, assignment, group, index, reduced, template, compressor)
-            steps.extend(s)
+            w, v = build(scratch, collectives, assignment, group, index, reduced, template, compressor)
+            writes.extend(w)
             new_vars.extend(v)
-        step_names = [op.name for op in steps]
+        with tf.device(template.device), tf.name_scope(
+                "{}state/{}".format(sync_scope("AutoDist-AllReduce/", assignment.group), template.prefix)):
+            results = [scratch.graph.get_tensor_by_name(t) for (prefix, _), parts in sorted(reduced.items())
+                       if prefix == template.prefix for c, t in sorted(parts.items()) if c in ("dense", "values")]
+            step_names = [op.name for op in comp.keep_state(writes, results)]
     built = scratch.commit()
     # Every replica's part is the template's with its own prefix and device.
     editor.clone_for_replicas(built, template, others)
@@ -102,28 +109,28 @@ def _dense(scratch, collectives, assignment, group, index, reduced, replica, com
         grads = [_grad(scratch, assignment, replica, v.op_name) for v in group]
         flat = tf.concat([reshape(g, [-1]) for g in grads], 0, name="flat") if len(grads) > 1 \
             else reshape(grads[0], [-1], name="flat")
-        mean, steps, new_vars = comp.reduce_flat(collectives, flat, compressor, key,
-                                                 collectives.hint(replica, group[0].synchronizer.spec), "state")
+        mean, writes, new_vars = comp.reduce_flat(collectives, flat, compressor, key,
+                                                  collectives.hint(replica, group[0].synchronizer.spec), "state")
         pieces = tf.split(mean, sizes, name="pieces") if len(group) > 1 else [mean]
         for var, piece, shape in zip(group, pieces, shapes):
             value = reshape(piece, shape)
             reduced[(replica.prefix, var.op_name)] = {"dense": value.name}
-    return steps, new_vars
+    return writes, new_vars
 
 
 def _powersgd(scratch, collectives, assignment, group, index, reduced, replica, compressor):
-    steps, new_vars = [], []
+    writes, new_vars = [], []
     for var in group:
         keys = (collectives.key(), collectives.key())
         scope = "AutoDist-AllReduce/powersgd/{}/{}".format(var.op_name, replica.prefix)
         with tf.device(replica.device), tf.name_scope(scope):
             grad = _grad(scratch, assignment, replica, var.op_name)
-            value, s, v = comp.powersgd(collectives, grad, var.synchronizer.powersgd_rank, keys,
+            value, w, v = comp.powersgd(collectives, grad, var.synchronizer.powersgd_rank, keys,
                                         collectives.hint(replica, var.synchronizer.spec), "state")
             reduced[(replica.prefix, var.op_name)] = {"dense": tf.identity(value, name="mean").name}
-            steps.extend(s)
+            writes.extend(w)
             new_vars.extend(v)
-    return steps, new_vars
+    return writes, new_vars
 
 
 _SIZE_LEVELS = 32  # row counts up to 2**31

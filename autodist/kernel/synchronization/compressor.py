@@ -11,8 +11,10 @@
 The error-feedback residual E and PowerSGD's Q are variables, one per replica,
 that persist across steps; every replica starts from the same values (zeros,
 and a fixed-seed Q), and sees the same reduced tensors, so the mirrored
-variables stay identical. One-dimensional tensors are not worth a low-rank
-approximation and go through a plain all-reduce.
+variables stay identical. A step whose synchronized gradients are not finite
+(an overflow under dynamic loss scaling, whose step the optimizer skips)
+leaves them as they were (``keep_state``). One-dimensional tensors are not
+worth a low-rank approximation and go through a plain all-reduce.
 """
 import numpy as np
 import tensorflow as tf
@@ -23,7 +25,7 @@ from autodist.errors import TransformError
 from autodist.plan.contract import CollectiveSpec, Compressor, gathers
 from autodist.plan.names import key_window
 
-__all__ = ["Collectives", "reduce_flat", "powersgd", "gathered_mean"]
+__all__ = ["Collectives", "reduce_flat", "powersgd", "gathered_mean", "keep_state"]
 
 _POWERSGD_SEED = 20200215
 
@@ -96,7 +98,11 @@ def _read(handle, dtype):
 
 
 def reduce_flat(collectives, flat, compressor, key, hint, state_name):
-    """All-reduce one flat float vector; returns (mean, step ops, new variables)."""
+    """All-reduce one flat float vector; returns (mean, state writes, new variables).
+
+    A state write is ``(handle, value)``: what an error-feedback residual
+    becomes if the step's synchronized gradients are finite (``keep_state``).
+    """
     if not flat.dtype.is_floating:
         return collectives.all_reduce(flat, key, hint), [], []
     if compressor == Compressor.NoneCompressor:
@@ -114,9 +120,9 @@ def reduce_flat(collectives, flat, compressor, key, hint, state_name):
         handle, init = new_variable(state_name + "/residual", flat.dtype, [size], tf.zeros([size], flat.dtype))
         corrected = flat + _read(handle, flat.dtype)
         sent = tf.cast(corrected, tf.float16)
-        update = gen_resource_variable_ops.assign_variable_op(handle, corrected - tf.cast(sent, flat.dtype))
         total = collectives.all_reduce(sent, key, hint, final="Id")
-        return tf.cast(total, flat.dtype) / count, [update], [(handle.op.name, init.name)]
+        return tf.cast(total, flat.dtype) / count, [(handle, corrected - tf.cast(sent, flat.dtype))], \
+            [(handle.op.name, init.name)]
     raise ValueError("compressor {} does not reduce flat vectors".format(compressor))
 
 
@@ -127,8 +133,23 @@ def gathered_mean(rows, count):
     return tf.math.add_n(tf.unstack(rows, num=count)) / tf.cast(count, rows.dtype)
 
 
+def keep_state(writes, results):
+    """The ops that make the ``(handle, value)`` state writes, each keeping its variable's value when a
+    tensor of ``results`` (the step's synchronized gradients, the same on every replica) is not finite.
+
+    Under dynamic loss scaling an overflow is provoked on purpose and its step is skipped; a residual
+    or a PowerSGD state made from it would hold an inf or NaN for good, and every later step would be
+    skipped too. Kept instead, the next finite step trains from the state of the last good one.
+    """
+    if not writes:
+        return []
+    finite = tf.reduce_all(tf.stack([tf.reduce_all(tf.math.is_finite(t)) for t in results]), name="finite")
+    return [gen_resource_variable_ops.assign_variable_op(handle, tf.where(finite, value, _read(handle, value.dtype)))
+            for handle, value in writes]
+
+
 def powersgd(collectives, grad, rank, keys, hint, state_name):
-    """Rank-``rank`` PowerSGD with error feedback; returns (approximate mean, step ops, new variables)."""
+    """Rank-``rank`` PowerSGD with error feedback; returns (approximate mean, state writes, new variables)."""
     shape = grad.shape.as_list()
     rows, cols = shape[0], int(np.prod(shape[1:]))
     rank = max(1, min(rank, rows, cols))
@@ -141,7 +162,6 @@ def powersgd(collectives, grad, rank, keys, hint, state_name):
     p, _ = tf.linalg.qr(p)
     q = collectives.all_reduce(tf.matmul(matrix, p, transpose_a=True), keys[1], hint)
     approx = tf.matmul(p, q, transpose_b=True)
-    updates = [gen_resource_variable_ops.assign_variable_op(e_handle, matrix - approx),
-               gen_resource_variable_ops.assign_variable_op(q_handle, q)]
+    writes = [(e_handle, matrix - approx), (q_handle, q)]
     new_vars = [(q_handle.op.name, q_init_op.name), (e_handle.op.name, e_init_op.name)]
-    return tf.reshape(approx, shape), updates, new_vars
+    return tf.reshape(approx, shape), writes, new_vars

@@ -8,8 +8,8 @@ mixes parameter servers and all-reduce over several nodes (Parallax with
 sparse variables) relays its all-reduced gradients instead:
 
     node k:   sum of its replicas' gradients --push--> [SUM accumulator on the chief]
-    chief:    take(all nodes) / R = mean --> queue of every other node, and its own replicas
-    node k:   mean <--dequeue-- its queue --> every replica applies it to its own copy
+    chief:    take(all nodes) = sum --> queue of every other node, and its own replicas
+    node k:   sum <--dequeue-- its queue --> / R --> every replica applies the mean to its own copy
 
 An IndexedSlices gradient goes to the chief as its entries (``slices.py``), not
 into an accumulator that would merge repeated indices.
@@ -26,7 +26,7 @@ from autodist.plan.names import host_cpu, sync_scope
 from autodist.kernel.reshaper import Reshaper
 from autodist.kernel.synchronization import slices, wiring
 
-__all__ = ["relay_all_reduce", "needs_relay"]
+__all__ = ["relay_all_reduce", "needs_relay", "relay_sum"]
 
 _ANY_STEP = 2 ** 62
 _CAPACITY = 2 ** 30
@@ -43,7 +43,7 @@ def _queue(assignment, name, task, dtypes):
 
 
 def _exchange(assignment, name, local_push, take, dtypes):
-    """The chief takes and forwards the mean; the others wait for it. Returns the mean's tensors."""
+    """The chief takes and forwards what ``take`` makes; the others wait for it. Returns its tensors."""
     if assignment.node.is_chief:
         mean = take()
         forwards = [_queue(assignment, name, task, dtypes).enqueue(mean, name="forward_{}".format(task))
@@ -68,22 +68,29 @@ def _dense(scratch, assignment, group, index, reduced):
                 grads = [scratch.tensor(replica.prefix + assignment.analysis.grad_tensors[v.op_name]["dense"])
                          for v in group]
                 flats.append(tf.concat([reshape(g, [-1]) for g in grads], 0))
+        total = relay_sum(assignment, name, flats, dtype, [sum(sizes)])
         with tf.device(assignment.local[0].device):
-            local = tf.add_n(flats) if len(flats) > 1 else tf.identity(flats[0])
-        with tf.device(host_cpu(assignment.node.chief_task)):
-            acc = tf.compat.v1.ConditionalAccumulator(dtype, shape=[sum(sizes)], reduction_type="SUM",
-                                                      shared_name="{}/relay/{}".format(assignment.node.job_id, name))
-            push = acc.apply_grad(local, local_step=_ANY_STEP)
-        count = assignment.num_replicas
-        take = lambda: [tf.truediv(acc.take_grad(assignment.node.num_tasks), tf.cast(count, dtype))]  # noqa
-        with tf.control_dependencies([push]):
-            mean = _exchange(assignment, name, push, take, [dtype])[0]
+            mean = tf.truediv(total, tf.cast(assignment.num_replicas, dtype))
         for replica in assignment.local:
             with tf.device(replica.device):
                 reshape = Reshaper()
                 pieces = tf.split(mean, sizes) if len(group) > 1 else [mean]
                 for var, piece, shape in zip(group, pieces, shapes):
                     reduced[(replica.prefix, var.op_name)] = {"dense": reshape(piece, shape).name}
+
+
+def relay_sum(assignment, name, tensors, dtype, shape):
+    """The sum of ``tensors`` (one per local replica) over every replica of the job, the same tensor on every
+    node: this node's sum pushed into a SUM accumulator on the chief, which takes every node's and forwards
+    the total (``_exchange``). ``name`` names the accumulator and the queues (unique in the job)."""
+    with tf.device(assignment.local[0].device):
+        local = tf.add_n(tensors) if len(tensors) > 1 else tf.identity(tensors[0])
+    with tf.device(host_cpu(assignment.node.chief_task)):
+        acc = tf.compat.v1.ConditionalAccumulator(dtype, shape=shape, reduction_type="SUM",
+                                                  shared_name="{}/relay/{}".format(assignment.node.job_id, name))
+        push = acc.apply_grad(local, local_step=_ANY_STEP)
+    with tf.control_dependencies([push]):
+        return _exchange(assignment, name, push, lambda: [acc.take_grad(assignment.node.num_tasks)], [dtype])[0]
 
 
 def _sparse(scratch, assignment, var, reduced):

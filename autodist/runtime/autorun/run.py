@@ -313,7 +313,7 @@ def _run_patched(autodist, script, args):
                  NUM_REPLICAS_ENV: str(autodist.num_replicas), BATCH_SCALE_ENV: repr(autodist.batch_scale)}
     status = None
     with _patched(_patch_points(launcher)), capture_optimizers(), default_graph_item(launcher.items), \
-            distribute_eager_keras(autodist), autodist.input_pipelines():
+            distribute_eager_keras(autodist), autodist.input_pipelines(), autodist.batch_norm():
         try:
             run_as_main(script, args, variables)
         except SystemExit as e:   # the script's own exit (argparse's --help too): its status, no more

@@ -26,6 +26,7 @@ from autodist.spec.cluster import cpu_count_of, node_config
 from autodist.errors import SessionError
 from autodist.kernel.graph_transformer import GraphTransformer
 from autodist.kernel.assignment import NodeContext
+from autodist.kernel.walks import resource_source
 from autodist.plan.names import INIT_OPS
 from autodist.runtime.session.fetch_mapping import FetchMapper
 from autodist.runtime.session.micro_steps import MicroSteps
@@ -101,8 +102,14 @@ def run_init(session, ops, context, failure, init_timeout):
 
 
 def _aliases(result):
-    """Tensors of the user's graph that stand for something else after partitioning."""
+    """Tensors of the user's graph that stand for something else: after partitioning, and the reads of a
+    per-replica statistic (its mean over the job's replicas, ``kernel/synchronization/statistics.py``)."""
     aliases = {}
     for info in result.partitions.values():
         aliases.update(info.aliases)
+    if result.on_read:
+        graph = result.original.graph
+        for op in graph.get_operations():
+            if op.type == "ReadVariableOp" and resource_source(op.inputs[0]).name in result.on_read:
+                aliases[op.outputs[0].name] = result.on_read[resource_source(op.inputs[0]).name]
     return aliases

@@ -27,9 +27,9 @@ class JobViews:
                                      context.is_chief, target=context.target)
         if self._logdir and self.scalars is None:
             from autodist.runtime.watch.summaries import ScalarLog, node_bytes_per_step
-            from autodist.strategies.inputs import builder_variables
+            from autodist.strategies.inputs import batch_statistics, builder_variables
             from autodist.strategies.report import plan_report
-            report = plan_report(strategy, builder_variables(item), resource_spec)
+            report = plan_report(strategy, builder_variables(item), resource_spec, statistics=batch_statistics(item))
             self.scalars = ScalarLog(self._logdir, context.task_index,
                                      node_bytes_per_step(report, context.task_index, context.address),
                                      address=context.address)

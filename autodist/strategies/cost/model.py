@@ -5,7 +5,7 @@
 
 The step of a synchronous plan is::
 
-    step = compute + fixed + max(wait, exposed communication)
+    step = compute + fixed + statistics + max(wait, exposed communication)
     wait = compute when a node's reads wait for another node's compute (CPU replicas
            reading variables, or pieces of them, a computing node holds, without a proxy:
            ``StepTraffic.waits``), else 0
@@ -22,6 +22,11 @@ The step of a synchronous plan is::
         + sparse rows' bytes its servers merge / sparse update rate
         + other replicas' sparse rows its replicas apply (sparse all-reduce) / sparse apply rate
     exposed = communication - min(communication, overlap * backward share * compute)
+    statistics = synchronized batch norm (``statistics_s``): each of its exchanges, forward
+           and backward, a sum over every replica that the pass waits for, so none hides
+           under compute: one round trip each (a collective's; a synchronous server's
+           exchange when the kernel relays them through the chief, beside parameter servers
+           across nodes) and its bytes both ways at the transport's bandwidth
 
 A node's links share its network interface: transports and messages add up;
 what it sends and what it receives overlap as far as the probe found
@@ -37,11 +42,13 @@ the bytes: 0).
 import dataclasses
 from typing import Dict, Optional
 
+from autodist.plan.contract import read_entries
 from autodist.strategies.cost.calibration import node_bandwidth
 from autodist.strategies.cost.traffic import COLLECTIVE, RPC, step_traffic
+from autodist.strategies.inputs import BatchStatistics, relays_statistics
 
 __all__ = ["BACKWARD_SHARE", "Compute", "Prediction", "node_comm_s", "predict", "exposed_comm_s", "fixed_step_s",
-           "wait_s", "beyond_compute_s"]
+           "wait_s", "beyond_compute_s", "statistics_s"]
 
 #: Backprop's share of a training step's compute (two of the three matrix products per layer).
 BACKWARD_SHARE = 2.0 / 3.0
@@ -71,6 +78,7 @@ class Prediction:
     fixed_s: float
     bottleneck: str      # the node with the most communication, "" when nothing moves
     wait_s: float = 0.0  # a node's reads waiting for another node's compute
+    statistics_s: float = 0.0   # synchronized batch norm's exchanges (``statistics_s``)
 
     @property
     def comm_share(self):
@@ -80,7 +88,8 @@ class Prediction:
     def to_dict(self):
         data = {key: round(value * 1e3, 4) for key, value in (
             ("predicted_step_ms", self.step_s), ("compute_ms", self.compute_s), ("comm_ms", self.comm_s),
-            ("exposed_comm_ms", self.exposed_comm_s), ("fixed_ms", self.fixed_s), ("wait_ms", self.wait_s))}
+            ("exposed_comm_ms", self.exposed_comm_s), ("fixed_ms", self.fixed_s), ("wait_ms", self.wait_s),
+            ("statistics_ms", self.statistics_s))}
         data.update(comm_share=round(self.comm_share, 4), bottleneck=self.bottleneck)
         return data
 
@@ -114,9 +123,10 @@ def exposed_comm_s(comm_s, compute_s, overlap):
     return comm_s - min(comm_s, overlap * BACKWARD_SHARE * compute_s)
 
 
-def predict(strategy, variables, compute, calibration, chief=None):
+def predict(strategy, variables, compute, calibration, chief=None, statistics=None):
     """The :class:`Prediction` of ``strategy`` for its planned ``variables`` (``BuilderVariable``);
-    ``chief``: the spec's chief, where a mixed plan relays its all-reduced gradients (``step_traffic``)."""
+    ``chief``: the spec's chief, where a mixed plan relays its all-reduced gradients (``step_traffic``);
+    ``statistics``: the graph's synchronized batch norm (``inputs.BatchStatistics``; None: none)."""
     traffic = step_traffic(strategy, variables, compute.sparse_rows, chief=chief)
     per_node = {node: node_comm_s(traffic, node, calibration) for node in traffic.nodes()}
     bottleneck = max(sorted(per_node), key=per_node.get, default="")
@@ -124,9 +134,22 @@ def predict(strategy, variables, compute, calibration, chief=None):
     exposed = exposed_comm_s(comm, compute.step_s, calibration.overlap)
     fixed = fixed_step_s(traffic, calibration)
     wait = wait_s(traffic, compute)
-    return Prediction(step_s=compute.step_s + fixed + beyond_compute_s(wait, exposed), compute_s=compute.step_s,
-                      comm_s=comm,
-                      exposed_comm_s=exposed, fixed_s=fixed, bottleneck=bottleneck, wait_s=wait)
+    entries = read_entries(strategy)
+    batch_norm = statistics_s(statistics or BatchStatistics(), relays_statistics(entries.variables.values(),
+                                                                                 entries.replicas), calibration)
+    return Prediction(step_s=compute.step_s + fixed + batch_norm + beyond_compute_s(wait, exposed),
+                      compute_s=compute.step_s, comm_s=comm, exposed_comm_s=exposed, fixed_s=fixed,
+                      bottleneck=bottleneck, wait_s=wait, statistics_s=batch_norm)
+
+
+def statistics_s(statistics, relayed, calibration):
+    """Seconds a step's synchronized batch norm adds (module docstring): per exchange a round trip, and the
+    bytes both ways."""
+    if not statistics.exchanges:
+        return 0.0
+    round_trip, bandwidth = ((calibration.ps_step_s, calibration.rpc_bandwidth) if relayed
+                             else (calibration.round_trip_s, calibration.collective_bandwidth))
+    return statistics.exchanges * round_trip + 2.0 * statistics.bytes / bandwidth
 
 
 def beyond_compute_s(wait, exposed):

@@ -187,3 +187,56 @@ def test_the_all_reduce_spec_picks_nccl_on_gpus_only():
     assert {collectives.hint(cpu, spec) for spec in CollectiveSpec} == {"ring"}
     assert {spec.name: collectives.hint(gpu, spec) for spec in CollectiveSpec} == {
         "AUTO": "nccl", "NCCL": "nccl", "RING": "ring"}
+
+
+def _scaled_model():
+    """``_model`` under a Keras LossScaleOptimizer (dynamic loss scaling: a step whose gradients are not finite is
+    skipped, its scale halved)."""
+    import keras
+    x = tf1.placeholder(tf.float32, [None] + list(SHAPE), name="x")
+    w = keras.Variable(np.zeros(SHAPE, np.float32), name="W")
+    b = keras.Variable(np.zeros(SHAPE[1], np.float32), name="b")
+    optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(LR), initial_scale=8.0)
+    optimizer.build([w, b])
+    mean_x = tf.reduce_mean(x, 0)
+    loss = optimizer.scale_loss(tf.reduce_sum(mean_x * w.value) + tf.reduce_sum(tf.reduce_mean(mean_x, 0) * b.value))
+    train = optimizer.apply_gradients(zip(tf.gradients(loss, [w.value, b.value]), [w, b]))
+    return {"train": train, "scale": optimizer.dynamic_scale.value.op.name, "weights": [w.value.op, b.value.op]}
+
+
+@pytest.mark.parametrize("compressor", [Compressor.HorovodCompressor, Compressor.HorovodCompressorEF,
+                                        Compressor.PowerSGDCompressor], ids=["Horovod", "HorovodEF", "PowerSGD"])
+def test_an_overflow_skips_its_step_and_leaves_the_compressor_state_for_the_next(cluster, compressor):
+    """An inf in one replica's gradient: every replica skips the step and halves its loss scale, the residual
+    (or PowerSGD's error and Q) keeps the last finite step's value instead of taking an inf or NaN, and the
+    next finite step trains (before, one overflow stopped training for good: every later step was skipped)."""
+    item, built = capture(_scaled_model)
+    names = {op.name.split("/")[0] for op in item.graph.get_operations() if op.type == "VarHandleOp"}
+    w_op, b_op = sorted(n for n in names if n.startswith(("W", "b")))[::-1]
+    result = transform(item, make_strategy([T0C0, T0C1], ar={w_op: dict(compressor=compressor, rank=1),
+                                                             b_op: dict(compressor=compressor, group=1)}))
+    node = cluster(1).open(result)
+    state = sorted(_pass_variables(result))
+    assert bool(state) == (compressor != Compressor.HorovodCompressor)
+    feeds = _feeds()
+    poisoned = [feeds[0], feeds[1].copy()]
+    poisoned[1][0, 0, 0] = np.inf
+
+    def read():
+        return {n: node.read(n) for n in state + ["AutoDist-Replica-0/" + w_op, "AutoDist-Replica-1/" + w_op,
+                                                  "AutoDist-Replica-0/" + built["scale"]]}
+    node.train({"x:0": feeds})
+    finite = read()
+    node.train({"x:0": poisoned})
+    skipped = read()
+    for name, value in finite.items():
+        if name.endswith(built["scale"]):
+            assert skipped[name] == value / 2
+        else:
+            np.testing.assert_array_equal(skipped[name], value, err_msg=name)
+    node.train({"x:0": feeds})
+    trained = read()
+    for name, value in trained.items():
+        assert np.isfinite(value).all(), name
+    assert np.abs(trained["AutoDist-Replica-0/" + w_op] - skipped["AutoDist-Replica-0/" + w_op]).max() > 0.01
+    np.testing.assert_array_equal(trained["AutoDist-Replica-1/" + w_op], trained["AutoDist-Replica-0/" + w_op])

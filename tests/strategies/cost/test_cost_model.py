@@ -304,3 +304,32 @@ def test_a_cache_written_before_a_field_existed_is_not_used(tmp_path):
     with open(path, "w") as handle:
         json.dump(old, handle)
     assert load_calibration(spec, directory) is None
+
+
+def test_synchronized_batch_norm_adds_a_round_trip_per_exchange_and_its_bytes():
+    """Its exchanges sit on the step's critical path (the forward pass waits for each): collectives' round trips
+    under all-reduce, a synchronous server's exchange when a plan with servers on two nodes relays them."""
+    from autodist.strategies import AllReduce, AutoStrategy
+    from autodist.strategies.cost.model import statistics_s
+    from autodist.strategies.inputs import BatchStatistics
+    spec = _spec_from([(A, (), (0,)), (B, (), (0,))])
+    w = _var("W", [1000])
+    calibration = _calibration()
+    statistics = BatchStatistics(exchanges=4, bytes=500)
+    assert statistics_s(statistics, False, calibration) == pytest.approx(4 * 0.1 + 2 * 500 / 500.0)
+    assert statistics_s(statistics, True, calibration) == pytest.approx(4 * 0.3 + 2 * 500 / 1000.0)
+    assert statistics_s(BatchStatistics(), True, calibration) == 0.0
+    for builder, relayed in ((AllReduce(), False), (PS(), True)):
+        strategy = builder.build_from_variables([w], spec)
+        plain = predict(strategy, [w], Compute(3.0), calibration)
+        synced = predict(strategy, [w], Compute(3.0), calibration, statistics=statistics)
+        assert synced.statistics_s == pytest.approx(statistics_s(statistics, relayed, calibration))
+        assert synced.step_s == pytest.approx(plain.step_s + synced.statistics_s)
+        assert synced.to_dict()["statistics_ms"] == pytest.approx(synced.statistics_s * 1e3)
+    # AutoStrategy prices every candidate with them: many exchanges make relaying plans the dearer
+    many = BatchStatistics(exchanges=100, bytes=0)
+    result = AutoStrategy(calibration=calibration).search_variables([w], spec, Compute(3.0), calibration, many)
+    prices = dict(result.candidates)
+    assert prices["AllReduce"].statistics_s == pytest.approx(100 * 0.1)
+    assert prices["PS"].statistics_s == pytest.approx(100 * 0.3)
+    assert result.chosen == "AllReduce"
