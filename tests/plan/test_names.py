@@ -41,15 +41,15 @@ def test_collective_keys_of_a_job():
 
 
 def test_the_key_windows_tile_a_jobs_keys():
-    """Training, every-step, init and restore keys follow one another from the key base's first key to the next
+    """Training, synchronized batch-norm statistics, every-step, init and restore keys follow one another from the key base's first key to the next
     job's key base; the restore slots fit theirs."""
     windows = names.KEY_WINDOWS
-    assert [w for w, _, _ in windows] == ["training", "every-step", "init", "restore"]
+    assert [w for w, _, _ in windows] == ["training", "statistics", "every-step", "init", "restore"]
     assert windows[0][1] == 1 and windows[-1][2] == names.KEY_WINDOW
     assert all(end <= first for (_, _, end), (_, first, _) in zip(windows, windows[1:]))
-    assert [names.key_window(w) for w, _, _ in windows] == [(1, 80000), (80001, 90000), (90000, 95000),
-                                                            (95000, 100000)]
-    with pytest.raises(ValueError, match="no collective key window 'trainig'; the windows are training, every-step"):
+    assert [names.key_window(w) for w, _, _ in windows] == [(1, 70000), (70000, 80000), (80001, 90000),
+                                                            (90000, 95000), (95000, 100000)]
+    with pytest.raises(ValueError, match="no collective key window 'trainig'; the windows are training, statistics"):
         names.key_window("trainig")
 
 

@@ -111,3 +111,14 @@ def test_per_replica_statistics_are_read_as_their_mean_over_the_jobs_replicas(cl
         for replica in node.assignment.local:
             mean = node.run(replica.prefix + mean_on_read_name("bn/" + statistic) + ":0")
             np.testing.assert_allclose(mean, np.mean(copies, axis=0), rtol=1e-6)
+
+
+def test_more_statistics_than_their_key_window_holds_is_refused_while_the_graph_is_built(monkeypatch):
+    """Marker i has key base + the 'statistics' window's first + i: a model with more markers than the window
+    holds would take the every-step keys; it is refused by name (here a window of no key, the layer has a marker)."""
+    from autodist.errors import TransformError
+    from autodist.kernel.synchronization import statistics
+    monkeypatch.setattr(statistics, "key_window", lambda name: {"statistics": (70000, 70000)}[name])
+    item, _ = capture(_model(True))
+    with pytest.raises(TransformError, match="more than 0 synchronized batch-norm statistics"):
+        transform(item, make_strategy([device(0, 0), device(0, 1)], ar={"bn/gamma": {}, "bn/beta": {}}))
