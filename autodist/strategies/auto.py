@@ -12,7 +12,11 @@ each variable in turn, largest first, takes the cheapest of all-reduce (one
 fused group), a parameter server on any CPU device with or without a local
 proxy (on CPU replicas only: the model prices a proxy by the wait it spares),
 or even shards on the ``k`` least loaded servers (``k`` = 2, 4, 8 ... and
-every server), the others held fixed; two passes. The search runs from three
+every server), the others held fixed; two passes. Only the ``SEARCH_HEAD``
+largest variables move one at a time; the rest (the tail: ResNet-101's
+smallest batch-norm vectors, most of a 10k-variable graph) moves as one
+block, all-reduced or spread over the least loaded servers (with or without
+proxies), whichever is cheapest. The search runs from three
 starts (PSLoadBalancing's placement, the same with proxies, everything
 all-reduced; GPU replicas skip the second) and keeps the cheapest end: a node
 that reads a variable (or a piece of one) from a computing CPU node waits for that node's
@@ -60,7 +64,9 @@ from autodist.strategies.base import StrategyBuilder
 from autodist.strategies.cost import Compute, cluster_calibration, predict
 from autodist.strategies.cost.calibration import spec_key
 from autodist.strategies.cost.model import beyond_compute_s, exposed_comm_s, fixed_step_s, node_comm_s, wait_s
-from autodist.strategies.cost.traffic import StepTraffic, add_entry, group_overhead
+from autodist.strategies.cost.pushes import FusedPushes
+from autodist.strategies.cost.traffic import StepTraffic, add_entry, fused_messages, group_overhead, wire_bytes
+from autodist.strategies.report import pieces
 from autodist.strategies.inputs import all_cpu_servers, builder_variables, is_cpu, replica_devices
 from autodist.strategies.parallax import Parallax
 from autodist.strategies.partitioned_ps import PartitionedPS
@@ -77,6 +83,8 @@ SEARCHED = "searched"
 #: How much cheaper than the best preset the searched plan must be predicted to be chosen.
 SEARCH_MARGIN = 0.05
 _PASSES = 2
+#: Variables the search moves one at a time (the largest); the others, the tail, move as one block.
+SEARCH_HEAD = 256
 #: Where the search starts: PSLoadBalancing's placement, the same with local proxies, everything in the
 #: search's one all-reduce group.
 _STARTS = (PSLoadBalancing(), PSLoadBalancing(local_proxy_variable=True),
@@ -207,6 +215,7 @@ class _Search:
         self.all_reduced = 0     # variables in the one all-reduced group
         self.all_reduced_bytes = 0.0   # its uncompressed bytes: gathered or rung, as the kernel decides
         self.unsized = 0         # its members of unknown shape (the kernel then rings the group)
+        self.fused = FusedPushes()   # every fusable push, by server and dtype (their buckets' messages)
         by_op = read_entries(start.build_from_variables(variables, resource_spec)).variables
         self.entries = [by_op[v.op_name] for v in variables]
         for var, entry in zip(variables, self.entries):
@@ -215,11 +224,20 @@ class _Search:
     def _group_bytes(self):
         return math.inf if self.unsized else self.all_reduced_bytes
 
+    def _fused_slots(self, var, entry):
+        """The (server node, dtype) buckets whose pushes ``entry`` joins."""
+        return {self.fused.slot(sync, var) for name, sync, nbytes in pieces(entry, var)
+                if sync is not None and self.fused.joins(name, sync, var, wire_bytes(sync, var, nbytes))}
+
     def _apply(self, var, entry, scale):
         if self.all_reduced:   # the group's own cost changes with its bytes: take it back, add it anew
             group_overhead(self.traffic, self.replicas, 1, self._group_bytes(), -1)
+        slots = self._fused_slots(var, entry)   # so do the fused pushes' messages
+        for server, dtype in slots:
+            fused_messages(self.traffic, self.replicas, server, self.fused.buckets((server, dtype)), -1)
         group_bytes = {}
-        if add_entry(self.traffic, entry, var, self.replicas, self.rows.get(var.name), scale, group_bytes):
+        if add_entry(self.traffic, entry, var, self.replicas, self.rows.get(var.name), scale, group_bytes,
+                     fused=self.fused):
             self.all_reduced += scale
             added = group_bytes.get(0, 0.0)
             if math.isinf(added):
@@ -228,6 +246,8 @@ class _Search:
                 self.all_reduced_bytes += added
         if self.all_reduced:
             group_overhead(self.traffic, self.replicas, 1, self._group_bytes(), 1)
+        for server, dtype in slots:
+            fused_messages(self.traffic, self.replicas, server, self.fused.buckets((server, dtype)), 1)
         for part in entry.parts or (entry,):
             if part.synchronizer.kind == "ps":
                 share = var.byte_size // (entry.partition.count if entry.partition else 1)
@@ -268,11 +288,49 @@ class _Search:
 
     def run(self):
         order = sorted(range(len(self.variables)), key=lambda i: (-self.variables[i].byte_size, i))
+        head, tail = order[:SEARCH_HEAD], order[SEARCH_HEAD:]
         for _ in range(_PASSES):
-            for i in order:
+            for i in head:
                 var = self.variables[i]
                 self.entries[i] = self._best(var, self.entries[i])
+            if tail:
+                self._best_block(tail)
         return self.strategy()
+
+    def _block_options(self, tail):
+        """Whole-tail placements: all-reduced in the one group, or spread over the least loaded servers
+        (largest first, as PSLoadBalancing does), with local proxies too where they are searched."""
+        found = [[variable_entry(self.variables[i].name, self.variables[i].op_name, [AllReduceEntry(group=0)])
+                  for i in tail]]
+        for proxy in self.proxies:
+            loads, entries = dict(self.loads), []
+            for i in tail:
+                var = self.variables[i]
+                server = min(self.servers, key=lambda s: (loads[s], self.servers.index(s)))
+                loads[server] += var.byte_size
+                entries.append(variable_entry(var.name, var.op_name, [PSEntry(server, sync=True, proxy=proxy)]))
+            found.append(entries)
+        return found
+
+    def _best_block(self, tail):
+        """The cheapest of the tail's current entries and ``_block_options``, the head fixed (a move of one
+        small variable changes the step by a message at most: one at a time, 10k variables took minutes)."""
+        current = [self.entries[i] for i in tail]
+        best, best_cost = current, round(self.cost(), 12)
+        self._apply_all(tail, current, -1)
+        for option in self._block_options(tail):
+            self._apply_all(tail, option, 1)
+            cost = round(self.cost(), 12)
+            self._apply_all(tail, option, -1)
+            if cost < best_cost:
+                best, best_cost = option, cost
+        self._apply_all(tail, best, 1)
+        for i, entry in zip(tail, best):
+            self.entries[i] = entry
+
+    def _apply_all(self, indices, entries, scale):
+        for i, entry in zip(indices, entries):
+            self._apply(self.variables[i], entry, scale)
 
     def strategy(self):
         """The current entries as a Strategy."""

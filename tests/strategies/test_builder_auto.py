@@ -121,6 +121,25 @@ def test_the_searched_plan_must_beat_every_preset_by_the_margin(nodes, monkeypat
     assert result.chosen in PRESETS and result.prediction.step_s == best_preset
 
 
+def test_the_tail_of_small_variables_moves_as_one_block(nodes, monkeypatch):
+    """Past SEARCH_HEAD variables the smallest move together: here all-reduced (one bucket, one message). One
+    at a time, each small variable is priced against servers that still hold the others (their messages
+    stay), and the search stops in a mix that costs more."""
+    from autodist.strategies import auto
+    variables = [_var("big", [1024, 1024])] + [_var("s{}".format(i), [16]) for i in range(60)]
+    calibration = _calibration(rpc_latency_s=1e-3)   # a message to a server costs more than the small bytes
+    monkeypatch.setattr(auto, "SEARCH_HEAD", 1)
+    tail = auto._Search(variables, nodes, Compute(0.01), calibration, auto._STARTS[0])
+    start_cost = tail.cost()
+    entries = read_entries(tail.run()).variables
+    assert {entries["s{}".format(i)].synchronizer.kind for i in range(60)} == {"ar"}
+    assert tail.cost() < start_cost
+    monkeypatch.setattr(auto, "SEARCH_HEAD", 1000)   # every variable on its own
+    alone = auto._Search(variables, nodes, Compute(0.01), calibration, auto._STARTS[0])
+    alone.run()
+    assert tail.cost() < alone.cost()
+
+
 def test_four_hundred_variables_in_under_two_seconds(nodes):
     variables = [_var("v{}".format(i), [(i % 37 + 1) * 64, 128], sparse=i % 50 == 0) for i in range(400)]
     started = time.perf_counter()

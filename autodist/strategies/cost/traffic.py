@@ -12,6 +12,11 @@ replicas (the replicas in the plan's order, node-major)::
                                 rows apart: a sparse accumulator merges them at its own rate).
                                 Pulls come before the step's compute, pushes after: a link
                                 carries them one after the other (``StepTraffic.pulled``)
+    ... fused pushes            a dense gradient of at most ``FUSED_PUSH_BYTES`` bound for a
+                                synchronous server rides in one packed push per bucket
+                                (``contract.fused_pushes``): its bytes as before, no message of
+                                its own; every node sends each bucket's one message
+                                (``fused_messages``)
     ... with a local proxy      a node R that keeps one (``kernel/.../proxy.py``: every node
                                 but a CPU node holding the piece) gets the whole piece once
                                 (P bytes, 1 message; a sparse piece too), written into the
@@ -59,12 +64,14 @@ import functools
 import math
 from typing import Dict, Tuple
 
-from autodist.plan.contract import Compressor, gathers, read_entries
+from autodist.plan.contract import Compressor, fused_pushes, gathers, read_entries
+from autodist.strategies.cost.pushes import FusedPushes, fusable
 from autodist.strategies.inputs import is_cpu, keeps_proxy, node_of
 from autodist.strategies.report import pieces
 
 __all__ = ["RPC", "COLLECTIVE", "SPARSE_GATHER_MESSAGES", "Link", "StepTraffic", "step_traffic", "relayed",
-           "node_of", "wire_bytes", "add_entry", "group_messages", "group_overhead", "ring"]
+           "node_of", "wire_bytes", "add_entry", "group_messages", "group_overhead", "ring",
+           "fused_messages", "plan_fused_pushes"]
 
 RPC = "rpc"
 COLLECTIVE = "collective"
@@ -210,7 +217,13 @@ def _cpu_nodes(replicas):
     return frozenset(node for node, replica in _first_replicas(replicas).items() if is_cpu(replica))
 
 
-def _ps(traffic, replicas, sync, message, scale, sparse, piece_bytes):
+def fused_messages(traffic, replicas, server, buckets, scale=1):
+    """Add (``scale=-1``: take back) the one message per node and fused push to the ``server`` node."""
+    for node, _ in _replica_nodes(tuple(replicas)):
+        traffic.add(RPC, node, server, 0.0, scale * buckets)
+
+
+def _ps(traffic, replicas, sync, message, scale, sparse, piece_bytes, fused=False):
     server = node_of(sync.destination)
     replicas = tuple(replicas)
     nodes = _replica_nodes(replicas)
@@ -218,7 +231,7 @@ def _ps(traffic, replicas, sync, message, scale, sparse, piece_bytes):
     for node, count in nodes:
         if count > 1:   # the node's replicas sum their gradients first (kernel: reduce_locally)
             traffic.add(RPC, node, node, scale * (count - 1) * message, scale * (count - 1))
-        traffic.add(RPC, node, server, scale * message, scale)
+        traffic.add(RPC, node, server, scale * message, 0 if fused else scale)   # a fused push: fused_messages
         if sync.proxy and keeps_proxy(_first_replicas(replicas)[node], sync.destination):
             traffic.add(RPC, server, node, scale * piece_bytes, scale, pull=True)
             traffic.add(RPC, node, node, scale * piece_bytes, scale)
@@ -268,20 +281,25 @@ def _relay(traffic, replicas, hub, message, scale, sparse):
         work[hub] = work.get(hub, 0.0) + scale * len(_replica_nodes(tuple(replicas))) * message
 
 
-def add_entry(traffic, entry, var, replicas, rows=None, scale=1, group_bytes=None, hub=None):
+def add_entry(traffic, entry, var, replicas, rows=None, scale=1, group_bytes=None, hub=None, fused=None):
     """Add (``scale=-1``: take back) one variable entry's traffic; returns ``{group: rings}`` of its
     dense all-reduced pieces, whose bytes are added here and whose messages count once per group
     (``group_messages``). ``group_bytes``, when given, sums each group's uncompressed bytes (a
     compressed piece makes its group's infinite: the kernel gathers only uncompressed buckets).
-    ``hub``: the chief's node when the plan's all-reduce is relayed (``relayed``), else None."""
+    ``hub``: the chief's node when the plan's all-reduce is relayed (``relayed``), else None.
+    ``fused``: a :class:`FusedPushes` that decides which pieces are pushed fused and holds them (their
+    messages are the buckets', ``fused_messages``), or None: every piece pushed alone."""
     n = len(replicas)
     groups = {}
-    for _, sync, nbytes in pieces(entry, var):
+    for name, sync, nbytes in pieces(entry, var):
         if sync is None:
             continue
         message = wire_bytes(sync, var, nbytes, rows)
         if sync.kind == "ps":
-            _ps(traffic, replicas, sync, message, scale, var is not None and var.is_sparse, float(nbytes))
+            joins = fused is not None and fused.joins(name, sync, var, message)
+            if joins:
+                fused.add(sync, var, message, scale)
+            _ps(traffic, replicas, sync, message, scale, var is not None and var.is_sparse, float(nbytes), joins)
         elif hub is not None:
             sparse = var is not None and var.is_sparse
             _relay(traffic, replicas, hub, message, scale, sparse)
@@ -342,9 +360,34 @@ def step_traffic(strategy, variables, sparse_rows=None, chief=None, relay=None):
     groups, group_bytes = {}, {}
     relay = relayed(entries.variables.values(), entries.replicas) if relay is None else relay
     hub = (chief or node_of(entries.replicas[0])) if relay and entries.replicas else None
+    fused, buckets = plan_fused_pushes(entries, by_name)
     for entry in entries.variables.values():
         for group, rings in add_entry(traffic, entry, by_name.get(entry.var_name), entries.replicas,
-                                      rows.get(entry.var_name), group_bytes=group_bytes, hub=hub).items():
+                                      rows.get(entry.var_name), group_bytes=group_bytes, hub=hub,
+                                      fused=fused).items():
             groups[group] = max(groups.get(group, 0), rings)
     group_messages(traffic, entries.replicas, groups, group_bytes, hub)
+    for server, count in sorted(buckets.items()):
+        fused_messages(traffic, entries.replicas, server, count)
     return traffic
+
+
+def plan_fused_pushes(entries, by_name):
+    """The plan's fused pushes as the kernel packs them (``contract.fused_pushes`` over its parameter-server
+    pieces in plan order): a :class:`FusedPushes` of their names, and ``{server node: buckets}``."""
+    found, destinations = [], {}
+    for entry in entries.variables.values():
+        var = by_name.get(entry.var_name)
+        for name, sync, nbytes in pieces(entry, var):
+            if sync is None or sync.kind != "ps":
+                continue
+            message = wire_bytes(sync, var, nbytes)
+            dtype = (var.grad_dtype or var.dtype) if var is not None else ""
+            found.append((name, sync.destination, dtype, message, fusable(sync, var, message)))
+            destinations[name] = node_of(sync.destination)
+    buckets = fused_pushes(found)
+    server_of = {number: destinations[name] for name, number in buckets.items()}
+    per_server = {}
+    for server in server_of.values():
+        per_server[server] = per_server.get(server, 0) + 1
+    return FusedPushes(names=frozenset(buckets)), per_server
