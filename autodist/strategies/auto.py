@@ -7,8 +7,8 @@
     #  "candidates": [{"name": "PS", "predicted_step_ms": 9.1}, ..., {"name": "searched", ...}]}
 
 Candidates: the presets ``PS``, ``PSLoadBalancing``, ``PartitionedPS``,
-``AllReduce`` and ``Parallax`` with their default arguments, and "searched":
-each variable in turn, largest first, takes the cheapest of all-reduce (one
+``AllReduce`` and ``Parallax`` with their default arguments, and "searched"
+(:mod:`.search`): each variable in turn, largest first, takes the cheapest of all-reduce (one
 fused group), a parameter server on any CPU device with or without a local
 proxy (on CPU replicas only: the model prices a proxy by the wait it spares),
 or even shards on the ``k`` least loaded servers (``k`` = 2, 4, 8 ... and
@@ -53,27 +53,22 @@ graph), not a timing; a measured ``compute`` may be passed by a caller that
 builds once (``autodist plan`` reports measured predictions separately).
 """
 import dataclasses
-import math
 from typing import Tuple
 
-from autodist.plan.contract import AllReduceEntry, Partition, PSEntry, read_entries, variable_entry
-from autodist.plan.strategy import Strategy, assemble
+from autodist.plan.strategy import Strategy
 from autodist.strategies._arguments import check_bool
 from autodist.strategies.all_reduce import AllReduce
 from autodist.strategies.base import StrategyBuilder
 from autodist.strategies.cost import Compute, cluster_calibration, predict
 from autodist.strategies.cost.calibration import spec_key
-from autodist.strategies.cost.model import beyond_compute_s, exposed_comm_s, fixed_step_s, node_comm_s, wait_s
-from autodist.strategies.cost.pushes import FusedPushes
-from autodist.strategies.cost.traffic import StepTraffic, add_entry, fused_messages, group_overhead, wire_bytes
-from autodist.strategies.report import pieces
-from autodist.strategies.inputs import all_cpu_servers, builder_variables, is_cpu, replica_devices
+from autodist.strategies import search as plan_search
+from autodist.strategies.inputs import builder_variables, is_cpu, replica_devices
 from autodist.strategies.parallax import Parallax
 from autodist.strategies.partitioned_ps import PartitionedPS
 from autodist.strategies.ps import PS
 from autodist.strategies.ps_load_balancing import PSLoadBalancing
 
-__all__ = ["AutoStrategy", "AutoResult", "CANDIDATES", "SEARCHED", "SEARCH_MARGIN"]
+__all__ = ["AutoStrategy", "AutoResult", "CANDIDATES", "SEARCHED", "SEARCH_MARGIN", "STARTS"]
 
 #: The presets AutoStrategy prices, by name.
 CANDIDATES = (("PS", PS), ("PSLoadBalancing", PSLoadBalancing), ("PartitionedPS", PartitionedPS),
@@ -82,13 +77,10 @@ CANDIDATES = (("PS", PS), ("PSLoadBalancing", PSLoadBalancing), ("PartitionedPS"
 SEARCHED = "searched"
 #: How much cheaper than the best preset the searched plan must be predicted to be chosen.
 SEARCH_MARGIN = 0.05
-_PASSES = 2
-#: Variables the search moves one at a time (the largest); the others, the tail, move as one block.
-SEARCH_HEAD = 256
 #: Where the search starts: PSLoadBalancing's placement, the same with local proxies, everything in the
 #: search's one all-reduce group.
-_STARTS = (PSLoadBalancing(), PSLoadBalancing(local_proxy_variable=True),
-           AllReduce(chunk_size=2 ** 31, bucket_bytes=None))
+STARTS = (PSLoadBalancing(), PSLoadBalancing(local_proxy_variable=True),
+          AllReduce(chunk_size=2 ** 31, bucket_bytes=None))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,9 +168,9 @@ class AutoStrategy(StrategyBuilder):
             return name, strategy, predict(strategy, variables, compute, calibration, chief=resource_spec.chief)
 
         cpu_replicas = any(is_cpu(replica) for replica in replica_devices(resource_spec))
-        starts = _STARTS if cpu_replicas else _STARTS[:1] + _STARTS[2:]   # no node waits on GPUs: no proxies
-        ends = [price(SEARCHED, _Search(variables, resource_spec, compute, calibration, start,
-                                         proxies=cpu_replicas).run()) for start in starts]
+        starts = STARTS if cpu_replicas else STARTS[:1] + STARTS[2:]   # no node waits on GPUs: no proxies
+        ends = [price(SEARCHED, plan_search.Search(variables, resource_spec, compute, calibration, start,
+                                                   proxies=cpu_replicas).run()) for start in starts]
         presets = [price(name, cls().build_from_variables(variables, resource_spec)) for name, cls in CANDIDATES]
         priced = presets + [min(ends, key=lambda end: round(end[2].step_s, 9))]   # the first on a tie
         best = min(range(len(presets)), key=lambda i: (round(priced[i][2].step_s, 9), i))
@@ -188,150 +180,3 @@ class AutoStrategy(StrategyBuilder):
 
     def __repr__(self):
         return "AutoStrategy(batch={!r}{})".format(self._batch, "" if self._probe else ", probe=False")
-
-
-def _shard_counts(limit):
-    """Shard counts tried: powers of two below ``limit``, and ``limit`` (every server)."""
-    counts, k = [], 2
-    while k < limit:
-        counts.append(k)
-        k *= 2
-    return counts + [limit] if limit >= 2 else counts
-
-
-class _Search:
-    """Greedy per-variable search over synchronizers, servers and shard counts."""
-
-    def __init__(self, variables, resource_spec, compute, calibration, start, proxies=True):
-        self.variables = variables
-        self.proxies = (False, True) if proxies else (False,)
-        self.replicas = tuple(replica_devices(resource_spec))
-        self.nodes = list(resource_spec.nodes)
-        self.servers = all_cpu_servers(resource_spec)
-        self.compute, self.calibration = compute, calibration
-        self.rows = compute.sparse_rows
-        self.traffic = StepTraffic()
-        self.loads = {s: 0 for s in self.servers}
-        self.all_reduced = 0     # variables in the one all-reduced group
-        self.all_reduced_bytes = 0.0   # its uncompressed bytes: gathered or rung, as the kernel decides
-        self.unsized = 0         # its members of unknown shape (the kernel then rings the group)
-        self.fused = FusedPushes()   # every fusable push, by server and dtype (their buckets' messages)
-        by_op = read_entries(start.build_from_variables(variables, resource_spec)).variables
-        self.entries = [by_op[v.op_name] for v in variables]
-        for var, entry in zip(variables, self.entries):
-            self._apply(var, entry, 1)
-
-    def _group_bytes(self):
-        return math.inf if self.unsized else self.all_reduced_bytes
-
-    def _fused_slots(self, var, entry):
-        """The (server node, dtype) buckets whose pushes ``entry`` joins."""
-        return {self.fused.slot(sync, var) for name, sync, nbytes in pieces(entry, var)
-                if sync is not None and self.fused.joins(name, sync, var, wire_bytes(sync, var, nbytes))}
-
-    def _apply(self, var, entry, scale):
-        if self.all_reduced:   # the group's own cost changes with its bytes: take it back, add it anew
-            group_overhead(self.traffic, self.replicas, 1, self._group_bytes(), -1)
-        slots = self._fused_slots(var, entry)   # so do the fused pushes' messages
-        for server, dtype in slots:
-            fused_messages(self.traffic, self.replicas, server, self.fused.buckets((server, dtype)), -1)
-        group_bytes = {}
-        if add_entry(self.traffic, entry, var, self.replicas, self.rows.get(var.name), scale, group_bytes,
-                     fused=self.fused):
-            self.all_reduced += scale
-            added = group_bytes.get(0, 0.0)
-            if math.isinf(added):
-                self.unsized += scale
-            else:
-                self.all_reduced_bytes += added
-        if self.all_reduced:
-            group_overhead(self.traffic, self.replicas, 1, self._group_bytes(), 1)
-        for server, dtype in slots:
-            fused_messages(self.traffic, self.replicas, server, self.fused.buckets((server, dtype)), 1)
-        for part in entry.parts or (entry,):
-            if part.synchronizer.kind == "ps":
-                share = var.byte_size // (entry.partition.count if entry.partition else 1)
-                self.loads[part.synchronizer.destination] += scale * share
-
-    def cost(self):
-        comm = max(node_comm_s(self.traffic, n, self.calibration) for n in self.nodes)
-        return fixed_step_s(self.traffic, self.calibration) + beyond_compute_s(
-            wait_s(self.traffic, self.compute), exposed_comm_s(comm, self.compute.step_s, self.calibration.overlap))
-
-    def options(self, var):
-        """Entries ``var`` may take: all-reduce, each server (with or without a local proxy), even shards
-        on the least loaded servers."""
-        found = [variable_entry(var.name, var.op_name, [AllReduceEntry(group=0)])]
-        found += [variable_entry(var.name, var.op_name, [PSEntry(s, sync=True, proxy=proxy)])
-                  for s in self.servers for proxy in self.proxies]
-        if var.is_sparse or not var.shape_known or not var.shape or var.shape[0] < 2:
-            return found
-        by_load = sorted(self.servers, key=lambda s: (self.loads[s], self.servers.index(s)))
-        for k in _shard_counts(min(len(self.servers), var.shape[0])):
-            partition = Partition.of(var.op_name, len(var.shape), 0, k)
-            found.append(variable_entry(var.name, var.op_name, [PSEntry(s, sync=True) for s in by_load[:k]],
-                                        partition))
-        return found
-
-    def _best(self, var, current):
-        """The cheapest option for ``var``, the others fixed; ``current`` unless one is strictly cheaper."""
-        best, best_cost = current, round(self.cost(), 12)
-        self._apply(var, current, -1)
-        for option in self.options(var):
-            self._apply(var, option, 1)
-            cost = round(self.cost(), 12)
-            self._apply(var, option, -1)
-            if cost < best_cost:
-                best, best_cost = option, cost
-        self._apply(var, best, 1)
-        return best
-
-    def run(self):
-        order = sorted(range(len(self.variables)), key=lambda i: (-self.variables[i].byte_size, i))
-        head, tail = order[:SEARCH_HEAD], order[SEARCH_HEAD:]
-        for _ in range(_PASSES):
-            for i in head:
-                var = self.variables[i]
-                self.entries[i] = self._best(var, self.entries[i])
-            if tail:
-                self._best_block(tail)
-        return self.strategy()
-
-    def _block_options(self, tail):
-        """Whole-tail placements: all-reduced in the one group, or spread over the least loaded servers
-        (largest first, as PSLoadBalancing does), with local proxies too where they are searched."""
-        found = [[variable_entry(self.variables[i].name, self.variables[i].op_name, [AllReduceEntry(group=0)])
-                  for i in tail]]
-        for proxy in self.proxies:
-            loads, entries = dict(self.loads), []
-            for i in tail:
-                var = self.variables[i]
-                server = min(self.servers, key=lambda s: (loads[s], self.servers.index(s)))
-                loads[server] += var.byte_size
-                entries.append(variable_entry(var.name, var.op_name, [PSEntry(server, sync=True, proxy=proxy)]))
-            found.append(entries)
-        return found
-
-    def _best_block(self, tail):
-        """The cheapest of the tail's current entries and ``_block_options``, the head fixed (a move of one
-        small variable changes the step by a message at most: one at a time, 10k variables took minutes)."""
-        current = [self.entries[i] for i in tail]
-        best, best_cost = current, round(self.cost(), 12)
-        self._apply_all(tail, current, -1)
-        for option in self._block_options(tail):
-            self._apply_all(tail, option, 1)
-            cost = round(self.cost(), 12)
-            self._apply_all(tail, option, -1)
-            if cost < best_cost:
-                best, best_cost = option, cost
-        self._apply_all(tail, best, 1)
-        for i, entry in zip(tail, best):
-            self.entries[i] = entry
-
-    def _apply_all(self, indices, entries, scale):
-        for i, entry in zip(indices, entries):
-            self._apply(self.variables[i], entry, scale)
-
-    def strategy(self):
-        """The current entries as a Strategy."""
-        return assemble(self.entries, self.replicas)

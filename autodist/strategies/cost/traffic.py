@@ -59,12 +59,11 @@ dense size (the report's upper bound). Compressors shrink the all-reduced
 message: Horovod's casts float32 to float16 (half the bytes), PowerSGD sends
 two rank-r factors of a matrix, ``(rows + cols) * r`` elements in two rings.
 """
-import dataclasses
 import functools
 import math
-from typing import Dict, Tuple
 
 from autodist.plan.contract import Compressor, fused_pushes, gathers, read_entries
+from autodist.strategies.cost.ledger import COLLECTIVE, RPC, Link, StepTraffic
 from autodist.strategies.cost.pushes import FusedPushes, fusable
 from autodist.strategies.inputs import is_cpu, keeps_proxy, node_of
 from autodist.strategies.report import pieces
@@ -73,94 +72,10 @@ __all__ = ["RPC", "COLLECTIVE", "SPARSE_GATHER_MESSAGES", "Link", "StepTraffic",
            "node_of", "wire_bytes", "add_entry", "group_messages", "group_overhead", "ring",
            "fused_messages", "plan_fused_pushes"]
 
-RPC = "rpc"
-COLLECTIVE = "collective"
 _INDEX_BYTES = 8   # an int64 row index travels with every sparse row
 #: Ring messages per hop of a sparse all-reduce, in units of N - 1: three all-gathers (row counts,
 #: values, indices; ``kernel/synchronization/all_reduce.py``).
 SPARSE_GATHER_MESSAGES = 3
-
-
-@dataclasses.dataclass
-class Link:
-    """What crosses one link in one step."""
-
-    bytes: float = 0.0
-    messages: int = 0
-
-
-class StepTraffic:
-    """Per-step traffic of a plan: ``links[(transport, src, dst)]`` and the servers' work.
-
-    Per-node totals are kept as links are added, so a search can add and take
-    back a variable's traffic and read a node's totals in constant time.
-    """
-
-    def __init__(self):
-        self.links: Dict[Tuple[str, str, str], Link] = {}
-        self.server_bytes: Dict[str, float] = {}     # node -> dense bytes its servers aggregate
-        self.sparse_server_bytes: Dict[str, float] = {}   # node -> sparse rows' bytes its servers merge
-        self.sparse_apply_bytes: Dict[str, float] = {}    # node -> other replicas' rows its replicas apply
-        self.waits: Dict[Tuple[str, str], int] = {}   # (reader, server node) -> pieces R waits on S for
-        self._sent, self._received, self._local = {}, {}, {}
-        self._pulled = {}   # (node, 0: sent / 1: received) -> bytes of pulls (``pulled``)
-
-    def add(self, transport, src, dst, nbytes, messages=1, pull=False):
-        """``pull``: bytes a node reads from a server before its compute (a variable, a proxy, a relayed mean),
-        which cannot overlap the pushes after it (``pulled``)."""
-        # the search calls this millions of times: no object is made for a link or total that exists
-        if pull and src != dst:
-            self._pulled[(src, 0)] = self._pulled.get((src, 0), 0.0) + nbytes
-            self._pulled[(dst, 1)] = self._pulled.get((dst, 1), 0.0) + nbytes
-        key = (transport, src, dst)
-        link = self.links.get(key)
-        if link is None:
-            link = self.links[key] = Link()
-        link.bytes += nbytes
-        link.messages += messages
-        if src == dst:
-            self._local[src] = self._local.get(src, 0.0) + nbytes
-            return
-        for totals, node in ((self._sent, src), (self._received, dst)):
-            total = totals.get((node, transport))
-            if total is None:
-                total = totals[(node, transport)] = [0.0, 0]
-            total[0] += nbytes
-            total[1] += messages
-
-    def sent(self, node, transport):
-        """``(bytes, messages)`` ``node`` sends to other nodes over ``transport``."""
-        return tuple(self._sent.get((node, transport), (0.0, 0)))
-
-    def received(self, node, transport):
-        return tuple(self._received.get((node, transport), (0.0, 0)))
-
-    def pulled(self, node):
-        """``(bytes sent, bytes received)`` of ``node``'s RPC traffic that are pulls. A synchronous step pulls
-        before its compute and pushes after it: a node's link carries the two one after the other, each
-        both ways at once (a PS node on two nodes pulls M, then pushes M: 2 M; with the variables spread
-        over both, each link carries M/2 each way in each phase: M)."""
-        return self._pulled.get((node, 0), 0.0), self._pulled.get((node, 1), 0.0)
-
-    def local_bytes(self, node):
-        """Bytes copied inside ``node`` (a replica and a server, or two replicas, of one node)."""
-        return self._local.get(node, 0.0)
-
-    def exchanges(self):
-        """The transports whose protocol exchanges with another node in one step: ``RPC`` (a synchronous
-        parameter server's pull, push, take and release token, ``kernel/synchronization/ps.py``) and
-        ``COLLECTIVE`` (a ring), in that order."""
-        return tuple(t for t in (RPC, COLLECTIVE)
-                     if any(total[0] > 0 for (_, transport), total in self._sent.items() if transport == t))
-
-    def waiting(self):
-        """Whether some node's reads wait for another node's compute (``waits``, module docstring)."""
-        return any(count > 0 for count in self.waits.values())
-
-    def nodes(self):
-        found = {s for _, s, _ in self.links} | {d for _, _, d in self.links} | set(self.server_bytes)
-        found |= set(self.sparse_server_bytes) | set(self.sparse_apply_bytes)
-        return sorted(found)
 
 
 def wire_bytes(sync, var, nbytes, sparse_rows=None):
