@@ -7,7 +7,8 @@
     #  "candidates": [{"name": "PS", "predicted_step_ms": 9.1}, ..., {"name": "searched", ...}]}
 
 Candidates: the presets ``PS``, ``PSLoadBalancing``, ``PartitionedPS``,
-``AllReduce`` and ``Parallax`` with their default arguments, and "searched"
+``AllReduce`` and ``Parallax`` with their default arguments (AllReduce priced
+at each bucket size of ``BUCKET_CHOICES``, the cheapest kept), and "searched"
 (:mod:`.search`): each variable in turn, largest first, takes the cheapest of all-reduce (one
 fused group), a parameter server on any CPU device with or without a local
 proxy (on CPU replicas only: the model prices a proxy by the wait it spares),
@@ -57,7 +58,7 @@ from typing import Tuple
 
 from autodist.plan.strategy import Strategy
 from autodist.strategies._arguments import check_bool
-from autodist.strategies.all_reduce import AllReduce
+from autodist.strategies.all_reduce import DEFAULT_BUCKET_BYTES, AllReduce
 from autodist.strategies.base import StrategyBuilder
 from autodist.strategies.cost import Compute, cluster_calibration, predict
 from autodist.strategies.cost.calibration import spec_key
@@ -73,6 +74,11 @@ __all__ = ["AutoStrategy", "AutoResult", "CANDIDATES", "SEARCHED", "SEARCH_MARGI
 #: The presets AutoStrategy prices, by name.
 CANDIDATES = (("PS", PS), ("PSLoadBalancing", PSLoadBalancing), ("PartitionedPS", PartitionedPS),
               ("AllReduce", AllReduce), ("Parallax", Parallax))
+#: AllReduce's bucket sizes AutoStrategy prices (the first wins a tie): smaller buckets hide under backprop
+#: but their last, and pay a ring's messages each (``cost.model.last_bucket_s``). Not past the default: on
+#: CPUs TensorFlow's ring moved one 100 MB tensor at twice the CPU of 16 MiB pieces (docs/performance.md),
+#: a cost the model does not price.
+BUCKET_CHOICES = (DEFAULT_BUCKET_BYTES, 4 << 20, 1 << 20)
 #: The name of the per-variable search's plan.
 SEARCHED = "searched"
 #: How much cheaper than the best preset the searched plan must be predicted to be chosen.
@@ -171,7 +177,9 @@ class AutoStrategy(StrategyBuilder):
         starts = STARTS if cpu_replicas else STARTS[:1] + STARTS[2:]   # no node waits on GPUs: no proxies
         ends = [price(SEARCHED, plan_search.Search(variables, resource_spec, compute, calibration, start,
                                                    proxies=cpu_replicas).run()) for start in starts]
-        presets = [price(name, cls().build_from_variables(variables, resource_spec)) for name, cls in CANDIDATES]
+        presets = [min((price(name, builder.build_from_variables(variables, resource_spec))
+                        for builder in _preset_builders(name, cls)), key=lambda p: round(p[2].step_s, 9))
+                   for name, cls in CANDIDATES]
         priced = presets + [min(ends, key=lambda end: round(end[2].step_s, 9))]   # the first on a tie
         best = min(range(len(presets)), key=lambda i: (round(priced[i][2].step_s, 9), i))
         if round(priced[-1][2].step_s, 9) <= round((1.0 - SEARCH_MARGIN) * priced[best][2].step_s, 9):
@@ -180,3 +188,10 @@ class AutoStrategy(StrategyBuilder):
 
     def __repr__(self):
         return "AutoStrategy(batch={!r}{})".format(self._batch, "" if self._probe else ", probe=False")
+
+
+def _preset_builders(name, cls):
+    """The builders a preset is priced as: AllReduce at each of ``BUCKET_CHOICES``, the others as they are."""
+    if cls is AllReduce:
+        return [AllReduce(bucket_bytes=size) for size in BUCKET_CHOICES]
+    return [cls()]

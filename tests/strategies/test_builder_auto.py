@@ -121,6 +121,31 @@ def test_the_searched_plan_must_beat_every_preset_by_the_margin(nodes, monkeypat
     assert result.chosen in PRESETS and result.prediction.step_s == best_preset
 
 
+def _all_reduce_at(sizes, variables, spec, compute, calibration):
+    from autodist.strategies import AllReduce
+    return {size: predict(AllReduce(bucket_bytes=size).build_from_variables(variables, spec), variables, compute,
+                          calibration.rounded()).step_s for size in sizes}
+
+
+def test_all_reduce_is_priced_at_each_bucket_size(nodes):
+    """On GPUs small buckets hide under backprop (all but the last): the AllReduce candidate is the cheapest
+    of BUCKET_CHOICES; on CPUs nothing hides and the fewest rings (the default) win."""
+    from autodist.strategies.all_reduce import DEFAULT_BUCKET_BYTES
+    from autodist.strategies.auto import BUCKET_CHOICES
+    variables = [_var("w{}".format(i), [1 << 20]) for i in range(24)]   # 4 MiB each, 96 MiB
+    gpus = _spec_from([("10.0.0.{}".format(k), (0,), ()) for k in (1, 2)])
+    fast_gpus = _calibration(overlap=1.0, collective_bandwidth=1e9, collective_latency_s=10e-6)
+    priced = _all_reduce_at(BUCKET_CHOICES, variables, gpus, Compute(0.5), fast_gpus)
+    best = min(BUCKET_CHOICES, key=lambda size: (round(priced[size], 9), BUCKET_CHOICES.index(size)))
+    assert best != DEFAULT_BUCKET_BYTES and priced[best] < priced[DEFAULT_BUCKET_BYTES], priced
+    result = AutoStrategy(calibration=fast_gpus).search_variables(variables, gpus, Compute(0.5))
+    assert dict(result.candidates)["AllReduce"].step_s == pytest.approx(priced[best])
+    priced = _all_reduce_at(BUCKET_CHOICES, variables, nodes, Compute(0.5), _calibration())
+    result = AutoStrategy(calibration=_calibration()).search_variables(variables, nodes, Compute(0.5))
+    assert dict(result.candidates)["AllReduce"].step_s == pytest.approx(priced[DEFAULT_BUCKET_BYTES])
+    assert min(priced.values()) == pytest.approx(priced[DEFAULT_BUCKET_BYTES])
+
+
 def test_the_tail_of_small_variables_moves_as_one_block(nodes, monkeypatch):
     """Past SEARCH_HEAD variables the smallest move together: here all-reduced (one bucket, one message). One
     at a time, each small variable is priced against servers that still hold the others (their messages

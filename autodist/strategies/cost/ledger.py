@@ -36,6 +36,9 @@ class StepTraffic:
         self.waits: Dict[Tuple[str, str], int] = {}   # (reader, server node) -> pieces R waits on S for
         self._sent, self._received, self._local = {}, {}, {}
         self._pulled = {}   # (node, 0: sent / 1: received) -> bytes of pulls (``pulled``)
+        #: ``(bytes, replicas)`` of the fused all-reduce whose gradients backprop makes last (its group holds
+        #: the model's first variables): nothing hides it (``model.exposed_comm_s``); None: no such group
+        self.last_bucket = None
 
     def add(self, transport, src, dst, nbytes, messages=1, pull=False):
         """``pull``: bytes a node reads from a server before its compute (a variable, a proxy, a relayed mean),

@@ -284,7 +284,22 @@ def step_traffic(strategy, variables, sparse_rows=None, chief=None, relay=None):
     group_messages(traffic, entries.replicas, groups, group_bytes, hub)
     for server, count in sorted(buckets.items()):
         fused_messages(traffic, entries.replicas, server, count)
+    traffic.last_bucket = _last_bucket(entries, by_name, group_bytes, hub)
     return traffic
+
+
+def _last_bucket(entries, by_name, group_bytes, hub):
+    """``(bytes, replicas)`` of the dense all-reduce group of the plan's first all-reduced variable (backprop
+    computes the first layers' gradients last), or None (no such group, relayed, or of unknown size)."""
+    if hub is not None:
+        return None
+    for entry in entries.variables.values():
+        var = by_name.get(entry.var_name)
+        for _, sync, _ in pieces(entry, var):
+            if sync is not None and sync.kind == "ar" and not (var is not None and var.is_sparse):
+                nbytes = group_bytes.get(sync.group)
+                return (nbytes, len(entries.replicas)) if nbytes is not None and math.isfinite(nbytes) else None
+    return None
 
 
 def plan_fused_pushes(entries, by_name):

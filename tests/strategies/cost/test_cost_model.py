@@ -140,6 +140,20 @@ def test_overlap_hides_communication_under_backprop_only():
     assert exposed_comm_s(3.0, 3.0, 0.0) == 3.0
 
 
+def test_the_last_bucket_never_hides():
+    """Backprop makes the first layers' gradients last: their bucket's ring runs after it, whatever it hid."""
+    assert exposed_comm_s(1.0, 3.0, 1.0, last_s=0.4) == pytest.approx(0.4)
+    assert exposed_comm_s(3.0, 3.0, 1.0, last_s=0.4) == pytest.approx(1.0), "already more exposed"
+    assert exposed_comm_s(1.0, 3.0, 1.0, last_s=5.0) == pytest.approx(1.0), "never more than all of it"
+    assert exposed_comm_s(1.0, 3.0, 0.0, last_s=0.4) == 1.0, "nothing hides on CPUs anyway"
+    spec = _spec_from([(A, (0,), ()), (B, (0,), ())])
+    variables = [_var("w{}".format(i), [1 << 18]) for i in range(8)]   # 1 MiB each, w0 first
+    from autodist.strategies import AllReduce
+    one = step_traffic(AllReduce(bucket_bytes=None).build_from_variables(variables, spec), variables)
+    small = step_traffic(AllReduce(bucket_bytes=2 << 20).build_from_variables(variables, spec), variables)
+    assert one.last_bucket == (8 << 20, 2) and small.last_bucket == (2 << 20, 2)
+
+
 def test_prediction_of_a_ps_plan_by_hand():
     spec = _spec_from([(A, (), (0,)), (B, (), (0,))])
     w = _var("W", [1000])
