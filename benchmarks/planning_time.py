@@ -17,12 +17,12 @@ even ones (a process's first build pays for warming up), the first graph
 dropped before the second is built. Builds in two processes moved by 20-40 %
 on a loaded machine where two builds side by side in one process agreed
 within a few percent. Then the run takes the steps a chief takes before its
-first step:
-``GraphItem.prepare``, the builder's plan compiled for the cluster
-(``runtime.strategy_handoff.build_strategy``), the kernel's transform for task 0
-(``GraphTransformer.transform``) and the import of the node's graph that its
-session runs. AutoStrategy plans with the spec's prior (``probe=False``: a
-probe measures the cluster, not the planner).
+first step: ``GraphItem.prepare``, the builder's plan compiled for the cluster
+(``runtime.strategy_handoff.build_strategy``), the kernel's transform for task
+0 (``GraphTransformer.transform``) and the import of the node's graph that its
+session runs (``runtime.session.node.import_node_graph``). AutoStrategy plans
+with the spec's prior (``probe=False``: a probe measures the cluster, not the
+planner).
 
 Columns per builder (medians over the rounds): TensorFlow's build, autodist's
 build in the scope, and autodist's own work: capture (the scope's build less
@@ -87,6 +87,7 @@ def child_autodist(args):
     from autodist import AutoDist, strategies
     from autodist.kernel.assignment import NodeContext
     from autodist.kernel.graph_transformer import GraphTransformer
+    from autodist.runtime.session.node import import_node_graph
     from autodist.runtime.strategy_handoff import build_strategy
     builder = getattr(strategies, args.builder)(**({"probe": False} if args.builder == "AutoStrategy" else {}))
     ad = AutoDist(args.spec, builder)
@@ -109,8 +110,7 @@ def child_autodist(args):
         elif name == "transform_s":
             result = GraphTransformer(strategy, NodeContext("bench", 0, len(ad.resource_spec.nodes))).transform(item)
         elif name == "import_s":
-            with tf.Graph().as_default() as graph:
-                tf.compat.v1.import_graph_def(result.item.graph_def, name="")
+            graph = import_node_graph(result.item)
         else:
             step()
         found[name] = time.perf_counter() - started
