@@ -207,8 +207,9 @@ def synchronize_ps(editor, assignment):
                 with tf.device(assignment.local[0].device):
                     agg = _cast_like_original(agg, assignment, var.op_name)
                 applied[var.op_name] = {c: scratch.name_of(t) for c, t in agg.items()}
-        step_op = _step_op(scratch, assignment, pushes, global_sync)
+        step_op, (updated, writes) = _step_op(scratch, assignment, pushes, global_sync)
     scratch.commit()
+    editor.add_control_inputs(updated, writes)
     for bucket in buckets:
         applied.update(bucket.unpack(editor, scratch))
     _wire(editor, assignment, applied, global_sync, step_op)
@@ -283,23 +284,27 @@ def _applier_writes(assignment, var_ops):
 
 
 def _step_op(scratch, assignment, pushes, global_sync):
-    """The op a step waits for: updates applied here, released (chief) or awaited (others)."""
+    """The op a step waits for: updates applied here, released (chief) or awaited (others); and
+    ``(updated, writes)``: an op that must wait for the applier's ``writes``, to be added after the
+    commit (a stand-in per write cost as much as the rest of the pass for 10k variables)."""
     local_appliers = [v.op_name for v in assignment.ps_vars if v.op_name not in global_sync]
-    after = [scratch.control(op) for op in _applier_writes(assignment, local_appliers)]
+    writes = _applier_writes(assignment, local_appliers)
     with tf.name_scope(sync_scope("AutoDist-PS/", assignment.group)):
         if global_sync and assignment.node.is_chief:
-            after += [scratch.control(op) for op in _applier_writes(assignment, global_sync)]
-            after += proxy.refresh_everywhere(scratch, assignment, global_sync, after)
+            writes += _applier_writes(assignment, global_sync)
+            updated = tf.no_op(name="updated")
+            after = [updated] + proxy.refresh_everywhere(scratch, assignment, global_sync, [updated])
             with tf.control_dependencies(after):
                 enqueues = [_token_queue(assignment, task).enqueue(0, name="release_{}".format(task))
                             for task in range(assignment.node.num_tasks) if task != assignment.node.task_index]
-            return tf.group(*enqueues, name="release").name
+            return tf.group(*enqueues, name="release").name, (updated.name, writes)
+        updated = tf.no_op(name="updated")
         if global_sync:
-            with tf.control_dependencies(pushes + after):
+            with tf.control_dependencies(pushes + [updated]):
                 token = _token_queue(assignment, assignment.node.task_index).dequeue(name="wait")
-                return tf.group(token, name="waited").name
-        with tf.control_dependencies(after):
-            return tf.no_op(name="applied").name
+                return tf.group(token, name="waited").name, (updated.name, writes)
+        with tf.control_dependencies([updated]):
+            return tf.no_op(name="applied").name, (updated.name, writes)
 
 
 def _wire(editor, assignment, applied, global_sync, step_op):
