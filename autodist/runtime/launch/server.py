@@ -49,6 +49,7 @@ def start_in_process(cluster, task, cpus, chief_task, threads=0, cores=()):
     """
     from autodist.spec.cluster import node_config, start_server
     pin_to_cores(cores, cluster["worker"][task])
-    server = start_server(cluster, task, node_config(cpus, chief_task, threads or None))
+    server = start_server(cluster, task, node_config(cpus, chief_task, threads or None,
+                                                     num_tasks=len(cluster["worker"])))
     _IN_PROCESS.append(server)
     return server
