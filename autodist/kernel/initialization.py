@@ -30,7 +30,7 @@ from tensorflow.python.ops import collective_ops
 
 from autodist.errors import TransformError
 from autodist.kernel import packing
-from autodist.kernel.broadcast import chief_barrier, is_root
+from autodist.kernel.broadcast import chief_barrier, is_root, wire_dtype
 from autodist.plan.names import INIT_KEY_OFFSET, INIT_LOCAL, INIT_SERVERS, INIT_SYNC
 from autodist.kernel.synchronization import staleness
 
@@ -84,7 +84,7 @@ class _Broadcast:
         sends = []
         group = dict(group_size=self.assignment.num_replicas, group_key=self.assignment.group_key,
                      instance_key=self.key)
-        wire = tf.int32 if self.dtype == tf.bool else self.dtype
+        wire = wire_dtype(self.dtype)
         for replica in self.replicas:
             with tf.device(replica.device), tf.name_scope(self._scope(replica)):
                 if replica.prefix in self.flat:
