@@ -172,6 +172,7 @@ def main(argv=None):
     if args.results_dir:
         _results.RESULTS_DIR = args.results_dir
     args.cores, args.package_root = sorted(os.sched_getaffinity(0)), REPO
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")   # family_counts imports TensorFlow in this process
     out = args.out or _results.RESULTS_DIR
     record = {"cells": [], "load_start": os.getloadavg(), "argv": sys.argv[1:] if argv is None else argv,
               "replicas": args.replicas, "cores": len(args.cores), "interrupted": False}

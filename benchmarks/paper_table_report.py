@@ -146,9 +146,10 @@ def plot(cells, family, path):
         axis.grid(alpha=0.3)
     left.set_ylim(bottom=0)
     right.set_ylim(0, 1.05)
-    left.legend(fontsize=7, ncol=2)
+    handles, labels = left.get_legend_handles_labels()   # below the axes: a legend inside hides the top points
+    figure.legend(handles, labels, loc="lower center", ncol=min(6, max(1, len(labels))), fontsize=7)
     figure.suptitle("{} (emulated at the paper's compute-to-wire ratio)".format(family))
-    figure.tight_layout()
+    figure.tight_layout(rect=(0, 0.1 + 0.04 * (len(labels) > 6), 1, 1))
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return path
