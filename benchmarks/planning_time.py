@@ -10,13 +10,16 @@ of about 22 ops per variable, whose build TensorFlow spends its time on (one op
 at a time from Python, ~2k ops/s), as it does on real models.
 
 Every builder's run is a fresh process (no warm caches, no graph left over)
-that builds the model twice, side by side: in a plain ``tf.Graph``
+that builds the model side by side in a plain ``tf.Graph``
 (TensorFlow's own build) and in ``AutoDist(spec, builder).scope()`` on a
-two-node spec (the capture), the plain build first in odd rounds and second in
-even ones (a process's first build pays for warming up), the first graph
-dropped before the second is built. Builds in two processes moved by 20-40 %
-on a loaded machine where two builds side by side in one process agreed
-within a few percent. Then the run takes the steps a chief takes before its
+two-node spec (the capture): a small warm-up build first (a process's first
+build pays for warming up), then the plain build, the scope's, and the plain
+one again, TensorFlow's build taken as the mean of the two around the scope's
+(so a load that rises or falls during the run moves both sides alike), each
+graph dropped before the next is built. Builds in two processes moved by
+20-40 % on a loaded machine; one plain build before the scope's, under a load
+moving between 5 and 11, still put the capture anywhere from -160 to +125 s
+at 10k variables. Then the run takes the steps a chief takes before its
 first step: ``GraphItem.prepare``, the builder's plan compiled for the cluster
 (``runtime.strategy_handoff.build_strategy``), the kernel's transform for task
 0 (``GraphTransformer.transform``) and the import of the node's graph that its
@@ -92,15 +95,15 @@ def child_autodist(args):
     builder = getattr(strategies, args.builder)(**({"probe": False} if args.builder == "AutoStrategy" else {}))
     ad = AutoDist(args.spec, builder)
     found = {}
-    if args.plain_first:
-        found["tf_build_s"], found["ops"] = plain_build(tf, args)
+    plain_build(tf, argparse.Namespace(**dict(vars(args), variables=2 * args.depth)))   # warm-up
+    before, found["ops"] = plain_build(tf, args)
     started = time.perf_counter()
     with tf.Graph().as_default(), ad.scope():
         build_model(tf, args.variables, args.depth, args.optimizer)
     found["build_s"] = time.perf_counter() - started
     item = ad.graph_item
-    if not args.plain_first:
-        found["tf_build_s"], found["ops"] = plain_build(tf, args)
+    after, _ = plain_build(tf, args)
+    found["tf_builds_s"], found["tf_build_s"] = [before, after], (before + after) / 2
     for name, step in (("prepare_s", item.prepare),
                        ("plan_s", lambda: build_strategy(item, ad.resource_spec, builder)),
                        ("transform_s", None), ("import_s", None)):
@@ -118,11 +121,9 @@ def child_autodist(args):
     return found
 
 
-def run_child(args, builder, plain_first):
+def run_child(args, builder):
     argv = [sys.executable, os.path.abspath(__file__), "--child", "--variables", str(args.variables),
             "--depth", str(args.depth), "--optimizer", args.optimizer, "--spec", args.spec, "--builder", builder]
-    if plain_first:
-        argv.append("--plain-first")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=os.pathsep.join(
         p for p in (args.package_root, os.environ.get("PYTHONPATH")) if p))
     done = subprocess.run(argv, capture_output=True, text=True, timeout=args.timeout, env=env)
@@ -182,7 +183,6 @@ def _parser():
     parser.add_argument("--results-dir", default=None)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--builder", help=argparse.SUPPRESS)
-    parser.add_argument("--plain-first", action="store_true", help=argparse.SUPPRESS)
     return parser
 
 
@@ -198,7 +198,7 @@ def main(argv=None):
     for index in range(1, args.rounds + 1):
         ad_runs = {}
         for builder in args.builders:
-            ad_runs[builder] = found = run_child(args, builder, plain_first=index % 2 == 1)
+            ad_runs[builder] = found = run_child(args, builder)
             ops = found["ops"]
             print("[round {}/{}] {}: TensorFlow's build {:.1f} s ({} ops), in the scope {:.1f} s, plan {:.2f}, "
                   "transform {:.2f}, import {:.2f} s".format(index, args.rounds, builder, found["tf_build_s"], ops,
