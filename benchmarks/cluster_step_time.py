@@ -44,13 +44,16 @@ PLAIN_BUILDERS = tuple(b for b in BUILDERS if b != "AutoStrategy")
 
 
 class BenchCluster:
-    """The cluster of one rate: what ``run_on_cluster`` needs (names, nodes, spec), made and removed here."""
+    """The cluster of one rate: what ``run_on_cluster`` needs (names, nodes, replicas per node, spec), made and
+    removed here. ``reshape`` sets every link to another rate and ``use_spec`` writes the spec of it (with
+    ``replicas`` CPUs a node), which runs and the probe then use; the files it wrote go with the cluster."""
 
-    def __init__(self, rate, args, directory):
+    def __init__(self, rate, args, directory, nodes=2, replicas=1):
         from autodist.runner.cluster import ClusterNames, parse_rate
         self.names = ClusterNames("bench{}".format(os.getpid() % 100000))
-        self.nodes, self.rate_text, self.rate = 2, rate, parse_rate(rate)
+        self.nodes, self.replicas, self.rate_text, self.rate = nodes, replicas, rate, parse_rate(rate)
         self.spec = os.path.join(directory, "{}-{}.yml".format(self.names.name, rate))
+        self._made_spec, self._written = self.spec, []
         self._args = args
 
     def __enter__(self):
@@ -63,6 +66,33 @@ class BenchCluster:
     def __exit__(self, *exc):
         from autodist.runner.cluster import down
         down(self.names, say=lambda line: print(line, flush=True))
+        for path in self._written:
+            if os.path.exists(path):
+                os.remove(path)
+
+    def reshape(self, rate):
+        """Every node's link at ``rate`` bit/s each way."""
+        from autodist.runner.cluster.network import shape
+        for index in range(self.nodes):
+            shape(self.names, index, int(rate))
+        self.rate = int(rate)
+
+    def use_spec(self, label):
+        """Write and use a spec of this cluster at its current rate (``network_bandwidth``: AutoStrategy's prior
+        and the probe cache's key follow it) with ``replicas`` CPUs per node; returns its path."""
+        import yaml
+        with open(self._made_spec) as f:
+            data = yaml.safe_load(f)
+        for node in data["nodes"]:
+            node["network_bandwidth"] = self.rate / 1e9
+            if self.replicas > 1:
+                node["cpus"] = list(range(self.replicas))
+        path = os.path.join(os.path.dirname(self._made_spec), "{}-{}.yml".format(self.names.name, label))
+        with open(path, "w") as f:
+            yaml.safe_dump(data, f, sort_keys=False)
+        self._written.append(path)
+        self.spec = path
+        return path
 
     def calibrate(self):
         """``{address: link rate in bit/s}`` read by ``autodist calibrate`` (its cache serves AutoStrategy)."""

@@ -1,7 +1,8 @@
 """One run of one configuration on an emulated cluster (``autodist cluster``): its processes, its counters.
 
     result = run_on_cluster(cluster, "mlp", "AllReduce", args)
-    # {"ms": [...worker 0's timed steps...], "cpu_s": ..., "node_bytes": {address: [rx, tx]}, "loss": ..., "notes": []}
+    # {"ms": [...worker 0's timed steps...], "cpu_s": ..., "node_bytes": {address: [rx, tx]}, "loss": ...,
+    #  "peak_rss": {address: bytes}, "ready": {"startup_s": ..., ...}, "notes": []}
 
 The processes are ``step_time.py --role ...`` (``step_time_roles``: the same
 roles, protocol and models as on loopback), each started inside its node's
@@ -11,7 +12,10 @@ spec (whose ``cores`` pin it). Between worker 0's ``ready`` and ``done`` the
 harness reads every node's interface counters (bytes in and out of eth0:
 everything that crossed its link) and the CPU time of every process in the
 cluster's namespaces (the training processes and the sshd sessions carrying
-the other node's output). Every process of the run is stopped by pid at the
+the other node's output). After ``done`` it also reads each node's peak memory
+(the sum of its processes' ``VmHWM``) and keeps what worker 0 said with
+``ready`` (the seconds to its first step; autodist's chief: planning and
+rewriting). Every process of the run is stopped by pid at the
 end; what runs on the other node ends with the chief's job (and the cluster's
 ``down`` stops whatever is left in its namespaces).
 """
@@ -24,12 +28,12 @@ import sys
 import tempfile
 import time
 
-from step_time_models import MODELS
+from step_time_models import model_named
 from step_time_procs import ProcessTable, cpu_seconds
 from step_time_run import (FINISH, KERAS_ADAM, PACK_25MIB, VARIANTS, _reporter_sink, _ignore, _stop_uninterrupted,
                            _tell, await_event, child_env)
 
-__all__ = ["run_on_cluster", "node_bytes", "namespace_pids", "COMPUTE"]
+__all__ = ["run_on_cluster", "node_bytes", "namespace_pids", "peak_rss", "COMPUTE"]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -49,13 +53,30 @@ def node_bytes(names, count):
     return found
 
 
-def namespace_pids(names, count):
+def namespace_pids(names, count, index=None):
+    """Pids of the processes in every node's namespace (``index``: that node's only)."""
     pids = []
-    for index in range(count):
-        out = subprocess.run(["ip", "netns", "pids", names.namespace(index)], capture_output=True, text=True,
+    for node in range(count) if index is None else (index,):
+        out = subprocess.run(["ip", "netns", "pids", names.namespace(node)], capture_output=True, text=True,
                              timeout=30).stdout
         pids += [int(p) for p in out.split()]
     return pids
+
+
+def _high_water(pid):
+    try:
+        with open("/proc/{}/status".format(pid)) as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def peak_rss(names, count):
+    """``{address: bytes}``: the sum of the peak resident memory (``VmHWM``) of each node's processes so far."""
+    return {names.address(i): sum(_high_water(p) for p in namespace_pids(names, count, i)) for i in range(count)}
 
 
 def _launches(cluster, config):
@@ -63,8 +84,9 @@ def _launches(cluster, config):
     if config == COMPUTE:
         return [("compute", ["single", "--workers", "1"], 0, True)]
     addresses = [cluster.names.address(i) for i in range(cluster.nodes)]
+    per_node = getattr(cluster, "replicas", 1)   # the baselines: one worker process per replica
     if config in ("hand_ps", "mwms", "mwms_25mib"):
-        workers = ["{}:{}".format(a, _PORTS[1]) for a in addresses]
+        workers = ["{}:{}".format(a, _PORTS[1] + j) for a in addresses for j in range(per_node)]
         if config == "hand_ps":
             cluster_json = json.dumps({"ps": ["{}:{}".format(addresses[0], _PORTS[0])], "worker": workers})
             first = [("ps", ["hand_ps", "--task", "ps", "--cluster", cluster_json], 0, False)]
@@ -73,8 +95,8 @@ def _launches(cluster, config):
             cluster_json = json.dumps({"worker": workers})
             first = []
             role = ["mwms", "--pack", str(PACK_25MIB if config == "mwms_25mib" else 0)]
-        return first + [("worker{}".format(k), role + ["--task", str(k), "--cluster", cluster_json], k, k == 0)
-                        for k in reversed(range(cluster.nodes))]
+        return first + [("worker{}".format(k), role + ["--task", str(k), "--cluster", cluster_json], k // per_node,
+                         k == 0) for k in reversed(range(len(workers)))]
     builder, arguments = VARIANTS.get(config, (KERAS_ADAM.get(config, config), {}))
     role = ["autodist", "--builder", builder, "--builder-args", json.dumps(arguments), "--spec", cluster.spec]
     if config in KERAS_ADAM:
@@ -84,7 +106,7 @@ def _launches(cluster, config):
 
 def _measure(cluster, table, events, reporter, release, timeout):
     deadline = time.monotonic() + timeout
-    await_event(table, events, "ready", deadline, timeout, starting=True)
+    ready = await_event(table, events, "ready", deadline, timeout, starting=True)
     pids = namespace_pids(cluster.names, cluster.nodes)
     cpu_before, bytes_before = {p: cpu_seconds(p) for p in pids}, node_bytes(cluster.names, cluster.nodes)
     _tell(reporter, "go")
@@ -92,11 +114,13 @@ def _measure(cluster, table, events, reporter, release, timeout):
     bytes_after = node_bytes(cluster.names, cluster.nodes)
     pids = namespace_pids(cluster.names, cluster.nodes)
     cpu = sum(cpu_seconds(p) - cpu_before.get(p, 0.0) for p in pids)
+    memory = peak_rss(cluster.names, cluster.nodes)
     with open(release, "w"):
         pass
     _tell(reporter, "end")
     moved = {a: [after - before for after, before in zip(bytes_after[a], bytes_before[a])] for a in bytes_after}
-    return {"ms": done["ms"], "cpu_s": cpu, "node_bytes": moved, "loss": done.get("loss")}
+    return {"ms": done["ms"], "cpu_s": cpu, "node_bytes": moved, "loss": done.get("loss"), "peak_rss": memory,
+            "ready": {key: value for key, value in ready.items() if key != "event"}}
 
 
 def run_on_cluster(cluster, model, config, args):
@@ -105,7 +129,7 @@ def run_on_cluster(cluster, model, config, args):
     events = queue.Queue()
     workdir = tempfile.mkdtemp(prefix="cluster-step-time-")
     release = os.path.join(workdir, "release")
-    steps = args.steps or MODELS[model].steps
+    steps = args.steps or model_named(model).steps
     common = ["--model", model, "--warmup", str(args.warmup), "--steps", str(steps), "--timeout", str(args.timeout),
               "--release", release]
     env = child_env(args, config)

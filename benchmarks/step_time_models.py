@@ -26,7 +26,8 @@ import math
 
 import numpy as np
 
-__all__ = ["Model", "MODELS", "param_count", "synthetic_batch", "graph_logits", "keras_model", "loss"]
+__all__ = ["Model", "MODELS", "param_count", "synthetic_batch", "graph_logits", "keras_model", "eager_model", "loss",
+           "model_named"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,6 +40,7 @@ class Model:
     batch: int           # per worker; the global batch is num_workers times this
     steps: int           # default number of timed steps per run
     learning_rate: float = 0.01
+    net: object = None   # a family of ``paper_models``: ``net(Net, x) -> logits`` instead of ``layers``
 
 
 MODELS = {m.name: m for m in (
@@ -50,6 +52,14 @@ MODELS = {m.name: m for m in (
           (("embed", 1_000_000, 64), ("mean",), ("dense", 64, "relu"), ("dense", 1, None)), 256, 100),
     Model("tiny", (10,), 0, 0, (("dense", 1, None),), 8, 200),
 )}
+
+
+def model_named(name):
+    """A step-time model or a family of ``paper_models`` (the paper's table), by name."""
+    if name in MODELS:
+        return MODELS[name]
+    from paper_models import FAMILIES
+    return FAMILIES[name]
 
 
 def _shapes(model):
@@ -75,6 +85,9 @@ def _shapes(model):
 
 
 def param_count(model):
+    if model.net is not None:
+        from paper_models import family_counts
+        return family_counts(model)[1]
     return sum(math.prod(s) for _, variables, _ in _shapes(model) for s in variables)
 
 
@@ -103,6 +116,9 @@ def loss(model, logits, labels):
 def graph_logits(model, x):
     """Build the model on ``x`` in the default tf1 graph, creating its variables with ``get_variable``."""
     import tensorflow as tf
+    if model.net is not None:
+        from paper_models import GraphNet
+        return model.net(GraphNet(tf), x)
     tf1 = tf.compat.v1
     h = x
     for index, (layer, (kind, variables, _)) in enumerate(zip(model.layers, _shapes(model))):
@@ -123,6 +139,20 @@ def graph_logits(model, x):
             else:   # mean
                 h = tf.reduce_mean(h, axis=1)
     return h
+
+
+def eager_model(model, x):
+    """``(forward, trainable variables)`` of the model for eager training (create it inside the strategy's
+    scope; ``x``: a batch, which builds a family's variables once): a Keras 3 model of the layers, or the
+    family written on ``paper_models.EagerNet``."""
+    if model.net is None:
+        net = keras_model(model)
+        return (lambda batch: net(batch, training=True)), net.trainable_variables
+    import tensorflow as tf
+    from paper_models import EagerNet
+    net = EagerNet(tf)
+    model.net(net, x)
+    return (lambda batch: model.net(net, batch)), list(net.store.values())
 
 
 def keras_model(model):

@@ -13,7 +13,8 @@ Every training process feeds one fixed synthetic batch (seeded by its worker
 index) at every step. Worker 0 (``--report``, or autodist's chief) talks to the
 harness on stdin/stdout, in lines starting with ``MARKER``::
 
-    worker 0 -> harness   @@step_time {"event": "ready"}                 after the warm-up steps
+    worker 0 -> harness   @@step_time {"event": "ready", ...}            after the warm-up steps (autodist's
+                                                                         chief adds startup_s, plan_s, transform_s)
     harness  -> worker 0  go                                             (the harness took its snapshots)
     worker 0 -> harness   @@step_time {"event": "done", "ms": [...], "loss": ...}   the timed steps' wall
                                                                          times; loss after them (autodist)
@@ -36,12 +37,13 @@ import select
 import sys
 import time
 
-from step_time_models import MODELS, graph_logits, keras_model, loss, synthetic_batch
+from step_time_models import eager_model, graph_logits, loss, model_named, synthetic_batch
 
 __all__ = ["MARKER", "main"]
 
 MARKER = "@@step_time "
 RELEASE_POLL = 0.05   # s between checks for the release file
+STARTED = time.monotonic()   # this process's start, near enough: what comes before is Python's own start
 
 
 def emit(event, **fields):
@@ -60,12 +62,15 @@ def expect(word, timeout):
         raise SystemExit("step_time: expected {!r} from the harness, got {!r}".format(word, line.strip()))
 
 
-def timed_loop(step, args, report, final_loss=None):
-    """``args.warmup`` untimed steps, then ``args.steps`` timed ones; worker 0 reports them (and ``final_loss()``)."""
-    for _ in range(args.warmup):
+def timed_loop(step, args, report, final_loss=None, facts=None):
+    """``args.warmup`` untimed steps, then ``args.steps`` timed ones; worker 0 reports them (and ``final_loss()``).
+    ``ready`` carries ``startup_s``, from this process's start to the end of its first step, and ``facts()``."""
+    startup = None
+    for index in range(args.warmup):
         step()
+        startup = time.monotonic() - STARTED if index == 0 else startup
     if report:
-        emit("ready")
+        emit("ready", startup_s=startup, **(facts() if facts is not None else {}))
         expect("go", args.timeout)
     times = []
     for _ in range(args.steps):
@@ -97,10 +102,43 @@ def _placeholders(tf, model, batch_size=None):
     return x, y
 
 
+class _PlanTimer:
+    """Seconds the chief spends planning (``runtime.job.build_strategy``: the builder and the compiler) and
+    rewriting (``GraphTransformer.transform``), and the plan AutoStrategy chose, read by wrapping those
+    functions in this process (the benchmark's own instrument; autodist keeps no such record)."""
+
+    def __init__(self):
+        from autodist.kernel.graph_transformer import GraphTransformer
+        from autodist.runtime import job
+        from autodist.strategies import AutoStrategy
+        self.facts = {"plan_s": 0.0, "transform_s": 0.0}
+        self._wrap(job, "build_strategy", "plan_s")
+        self._wrap(GraphTransformer, "transform", "transform_s")
+        search = AutoStrategy.search
+
+        def chosen(builder, *args, **kwargs):
+            result = search(builder, *args, **kwargs)
+            self.facts["chosen"] = result.chosen
+            return result
+        AutoStrategy.search = chosen
+
+    def _wrap(self, owner, name, key):
+        original = getattr(owner, name)
+
+        def timed(*args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.facts[key] += time.perf_counter() - started
+        setattr(owner, name, timed)
+
+
 def run_autodist(args, model):
     import tensorflow as tf
     import autodist
     from autodist import strategies
+    timer = _PlanTimer()
     arguments = json.loads(args.builder_args)
     if args.builder == "AutoStrategy":   # the per-replica batch, which the placeholders leave open, as a user states it
         arguments.setdefault("batch", model.batch)
@@ -121,7 +159,7 @@ def run_autodist(args, model):
         session = ad.create_distributed_session()
         feed = {x: x_np, y: y_np}
         timed_loop(lambda: session.run(train, feed), args, report=ad.is_chief,
-                   final_loss=lambda: float(session.run(total, feed)))
+                   final_loss=lambda: float(session.run(total, feed)), facts=lambda: dict(timer.facts))
 
 
 def hand_ps_train_op(tf, model, x, y, task, workers, step):
@@ -223,17 +261,17 @@ def run_mwms(args, model):
     options = tf.distribute.experimental.CommunicationOptions(
         bytes_per_pack=args.pack, implementation=tf.distribute.experimental.CommunicationImplementation.RING)
     strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
-    with strategy.scope():
-        net = keras_model(model)
-        optimizer = keras.optimizers.SGD(model.learning_rate)
     x, y = (tf.constant(a) for a in synthetic_batch(model, model.batch, seed=task))
+    with strategy.scope():
+        forward, variables = eager_model(model, x)
+        optimizer = keras.optimizers.SGD(model.learning_rate)
     replicas = strategy.num_replicas_in_sync
 
     def replica_step():   # Keras' optimizer sums the replicas' gradients: scale the loss
         with tf.GradientTape() as tape:
-            value = loss(model, net(x, training=True), y) / replicas
-        grads = tape.gradient(value, net.trainable_variables)
-        optimizer.apply_gradients(zip(grads, net.trainable_variables))
+            value = loss(model, forward(x), y) / replicas
+        grads = tape.gradient(value, variables)
+        optimizer.apply_gradients(zip(grads, variables))
         return value
 
     step = tf.function(lambda: strategy.run(replica_step))
@@ -259,7 +297,7 @@ ROLES = {"autodist": run_autodist, "hand_ps": run_hand_ps, "mwms": run_mwms, "si
 def _parser():
     parser = argparse.ArgumentParser(prog="step_time.py --role", description="one process of a configuration")
     parser.add_argument("role", choices=sorted(ROLES))
-    parser.add_argument("--model", required=True, choices=sorted(MODELS))
+    parser.add_argument("--model", required=True, help="a model of step_time_models or a family of paper_models")
     parser.add_argument("--warmup", type=int, required=True)
     parser.add_argument("--steps", type=int, required=True)
     parser.add_argument("--timeout", type=float, required=True, help="bound of every wait, s")
@@ -280,5 +318,5 @@ def _parser():
 
 def main(argv):
     args = _parser().parse_args(argv)
-    ROLES[args.role](args, MODELS[args.model])
+    ROLES[args.role](args, model_named(args.model))
     return 0

@@ -16,17 +16,24 @@ the variable's output tensor:
 loss path gets a dense gradient in TF; the IR cannot tell which reads the loss
 uses, while a saver's dense read is common and harmless). Everything is one pass
 over the consumer index: linear in ops + edges.
+
+``graph_variable_infos`` asks the same of a ``tf.Graph`` in place (duck-typed:
+ops' ``type``, ``name``, ``node_def`` and ``outputs[0].consumers()``), walking
+only the variables' neighbourhoods: a planner that needs a few hundred
+variables of a 200k-op graph does not pay for converting all of it (the IR of
+a 10k-variable graph took longer than every builder's plan of it).
 """
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
 import numpy as np
 
+from autodist.ir.converters import read_attr_map
 from autodist.ir.dtypes import GenericDType
 from autodist.ir.generic import GenericShape
 from autodist.ir.utils import consumer_map
 
-__all__ = ["VariableInfo", "variable_infos", "VARIABLE_OP_TYPES"]
+__all__ = ["VariableInfo", "variable_infos", "graph_variable_infos", "VARIABLE_OP_TYPES"]
 
 VARIABLE_OP_TYPES = ("VarHandleOp", "VariableV2")
 _SPARSE_HANDLE_READS = ("ResourceGather", "ResourceGatherNd")
@@ -69,6 +76,60 @@ def variable_infos(ugraph, var_op_names=None):
     else:
         var_ops = [_variable_op(ugraph, name) for name in var_op_names]
     return [_info(op, consumers) for op in var_ops]
+
+
+def graph_variable_infos(graph, var_op_names):
+    """``VariableInfo`` of the variable ops ``var_op_names`` (in that order) of a ``tf.Graph``, read in place
+    (module docstring); a name that is not a variable op of the graph raises ValueError."""
+    view = _GraphView(graph)
+    return [_info(_variable_op(view, name), view) for name in var_op_names]
+
+
+class _OpView:
+    """An op of a ``tf.Graph`` as the walk reads it: ``name``, ``op_type`` and, on demand, ``op_attr``."""
+
+    __slots__ = ("name", "op_type", "_op", "_attr")
+
+    def __init__(self, op):
+        self.name, self.op_type, self._op, self._attr = op.name, op.type, op, None
+
+    @property
+    def op_attr(self):
+        if self._attr is None:
+            self._attr = read_attr_map(self._op.node_def.attr, self.name)
+        return self._attr
+
+
+class _OpsByName:
+    """``ops_info.get(name)`` of a ``tf.Graph``."""
+
+    def __init__(self, graph):
+        self._graph = graph
+
+    def get(self, name, default=None):
+        try:
+            return _OpView(self._graph.get_operation_by_name(name))
+        except (KeyError, ValueError):
+            return default
+
+
+class _GraphView:
+    """What ``_info`` and ``_walk`` ask of a graph, answered from a ``tf.Graph`` in place: ops by name
+    (``ops_info``) and a tensor's data consumers (``get``, as ``consumer_map``'s dict answers)."""
+
+    def __init__(self, graph):
+        self._graph = graph
+        self.ops_info = _OpsByName(graph)
+
+    def get(self, tensor_name, default=None):
+        """``[(consumer op, input index), ...]`` of the tensor ``tensor_name`` ("op:0")."""
+        op_name, _, index = tensor_name.rpartition(":")
+        tensor = self._graph.get_operation_by_name(op_name).outputs[int(index)]
+        found = []
+        for consumer in dict.fromkeys(tensor.consumers()):   # an op listed once per input that reads the tensor
+            view = _OpView(consumer)
+            found += [(view, i) for i, t in enumerate(consumer.inputs) if t is tensor]
+        return found or default
 
 
 def _variable_op(ugraph, name):

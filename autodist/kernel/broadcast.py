@@ -20,7 +20,7 @@ from tensorflow.python.ops import collective_ops
 
 from autodist.kernel.reshaper import Reshaper
 
-__all__ = ["broadcast_from_chief", "chief_barrier", "is_root"]
+__all__ = ["broadcast_from_chief", "chief_barrier", "is_root", "wire_dtype"]
 
 
 def is_root(assignment, replica):
@@ -28,7 +28,8 @@ def is_root(assignment, replica):
     return replica.global_index == assignment.chief_replica.global_index
 
 
-def _wire_dtype(dtype):
+def wire_dtype(dtype):
+    """The dtype a broadcast carries values of ``dtype`` in (collectives have no bool kernels)."""
     return tf.int32 if dtype == tf.bool else dtype
 
 
@@ -52,9 +53,9 @@ def broadcast_from_chief(assignment, replicas, key, dtype, shapes, read, assign,
             reshape = Reshaper()
             if is_root(assignment, replica):
                 flat = tf.concat([reshape(read(replica, i), [-1]) for i in range(len(shapes))], 0)
-                done.append(collective_ops.broadcast_send_v2(tf.cast(flat, _wire_dtype(dtype)), **group).op)
+                done.append(collective_ops.broadcast_send_v2(tf.cast(flat, wire_dtype(dtype)), **group).op)
                 continue
-            flat = collective_ops.broadcast_recv_v2(tf.constant([sum(sizes)]), _wire_dtype(dtype), **group)
+            flat = collective_ops.broadcast_recv_v2(tf.constant([sum(sizes)]), wire_dtype(dtype), **group)
             pieces = tf.split(tf.cast(flat, dtype), sizes) if len(shapes) > 1 else [tf.cast(flat, dtype)]
             for i, (piece, shape) in enumerate(zip(pieces, shapes)):
                 done.append(assign(replica, i, reshape(piece, shape)))

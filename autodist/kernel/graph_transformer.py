@@ -32,6 +32,7 @@ from autodist.kernel.replicator import Replicator
 from autodist.kernel.synchronization import SyncBetweenGraph, SyncInGraph
 from autodist.kernel.synchronization.statistics import SyncStatistics
 from autodist.kernel.uneven_inputs import UnevenInputs
+from autodist.ir.utils import gc_paused
 from autodist.plan.contract import read_entries
 
 __all__ = ["GraphTransformer", "TransformResult", "run_passes", "PIPELINE"]
@@ -157,7 +158,10 @@ class GraphTransformer:
             if self.observe is not None:
                 self.observe(name, new_item)
 
-        result = run_passes(item, passes(), observe=observe, found=found)
+        # The passes build hundreds of thousands of objects that all stay alive; the cyclic collector would
+        # scan the growing heap again and again for nothing (a 3000-variable transform: 36 -> 11 s).
+        with gc_paused():
+            result = run_passes(item, passes(), observe=observe, found=found)
         return TransformResult(original=item, partitioned=seen[Partitioner.name], item=result.item,
                                assignment=found[Assign.name], partitions=found[Partitioner.name],
                                micro_steps=found.get(Accumulate.name, {}),

@@ -26,10 +26,11 @@ nodes' servers runs in steps without collectives.
 import collections
 
 import tensorflow as tf
-from tensorflow.python.ops import gen_resource_variable_ops
+from tensorflow.python.ops import collective_ops
 
 from autodist.errors import TransformError
-from autodist.kernel.broadcast import broadcast_from_chief, chief_barrier, is_root
+from autodist.kernel import packing
+from autodist.kernel.broadcast import chief_barrier, is_root, wire_dtype
 from autodist.plan.names import INIT_KEY_OFFSET, INIT_LOCAL, INIT_SERVERS, INIT_SYNC
 from autodist.kernel.synchronization import staleness
 
@@ -51,18 +52,63 @@ def _mirrored(assignment):
     return [by_dtype[k] for k in sorted(by_dtype)]
 
 
-def _broadcast(scratch, assignment, group, key, replicas):
-    """One collective for every mirrored variable of one dtype; returns the ops that finish it."""
-    dtype = group[0].dtype
+class _Broadcast:
+    """The initial broadcast of one dtype's mirrored variables (``broadcast``'s protocol), in three steps so
+    that the per-variable ops are NodeDefs (``packing``) and only the collectives go through TensorFlow::
 
-    def handle(replica, i):
-        return scratch.tensor(replica.prefix + group[i].name, dtype=tf.resource, shape=[])
+        __init__  root:      read every variable, pack                    (NodeDefs)
+        build     root:      send the packed vector; receiver: receive   (the scratch graph)
+        finish    receiver:  unpack, assign every variable                (NodeDefs, after the commit)
+    """
 
-    return broadcast_from_chief(
-        assignment, replicas, key, dtype, [f.shape for f in group],
-        read=lambda replica, i: gen_resource_variable_ops.read_variable_op(handle(replica, i), dtype),
-        assign=lambda replica, i, value: gen_resource_variable_ops.assign_variable_op(handle(replica, i), value),
-        scope=lambda replica: "AutoDist-Init/{}{}/".format(replica.prefix, dtype.name))
+    def __init__(self, editor, assignment, group, key, replicas):
+        self.assignment, self.group, self.key, self.replicas = assignment, group, key, replicas
+        self.dtype, self.shapes = group[0].dtype, [f.shape for f in group]
+        self.flat, self.received, self.made = {}, {}, []
+        for replica in replicas:
+            if is_root(assignment, replica):
+                reads, made = packing.read_variables(editor, self._handles(replica), self.dtype,
+                                                     self._scope(replica), replica.device)
+                self.flat[replica.prefix], packed = packing.pack(editor, reads, self.dtype, self.shapes,
+                                                                 self._scope(replica), replica.device)
+                self.made += made + packed
+
+    def _scope(self, replica):
+        return "AutoDist-Init/{}{}/".format(replica.prefix, self.dtype.name)
+
+    def _handles(self, replica):
+        return [replica.prefix + f.name for f in self.group]
+
+    def build(self, scratch):
+        """The send (root) and the receives; returns the sends' ops."""
+        sends = []
+        group = dict(group_size=self.assignment.num_replicas, group_key=self.assignment.group_key,
+                     instance_key=self.key)
+        wire = wire_dtype(self.dtype)
+        for replica in self.replicas:
+            with tf.device(replica.device), tf.name_scope(self._scope(replica)):
+                if replica.prefix in self.flat:
+                    flat = tf.cast(scratch.tensor(self.flat[replica.prefix]), wire)
+                    sends.append(collective_ops.broadcast_send_v2(flat, **group).op)
+                    continue
+                total = sum(shape.num_elements() for shape in self.shapes)
+                received = collective_ops.broadcast_recv_v2(tf.constant([total]), wire, **group)
+                self.received[replica.prefix] = tf.cast(received, self.dtype).name
+        return sends
+
+    def finish(self, editor):
+        """The receivers' assignments (their names); ``made`` then lists every NodeDef this broadcast added."""
+        assigns = []
+        for replica in self.replicas:
+            if replica.prefix not in self.received:
+                continue
+            scope, device = self._scope(replica), replica.device
+            pieces, made = packing.unpack(editor, self.received[replica.prefix], self.dtype, self.shapes, scope,
+                                          device)
+            names = packing.assign_variables(editor, self._handles(replica), pieces, self.dtype, scope, device)
+            self.made += made + names
+            assigns += names
+        return assigns
 
 
 def _initializers(assignment, item):
@@ -92,24 +138,27 @@ def build_init_ops(editor, assignment, item):
     roots = [r for r in assignment.local if is_root(assignment, r)]
     receivers = [r for r in assignment.local if not is_root(assignment, r)]
     built_for = roots + receivers[:1]
+    key = assignment.key_base + INIT_KEY_OFFSET
+    groups = _mirrored(assignment) if assignment.num_replicas > 1 else []   # one replica: nothing to copy
+    broadcasts = [_Broadcast(editor, assignment, group, key + i, built_for) for i, group in enumerate(groups)]
     scratch = editor.scratch()
     with scratch.graph.as_default():
         tf.no_op(name=INIT_SERVERS)
-        groups = _mirrored(assignment)
-        key = assignment.key_base + INIT_KEY_OFFSET
-        if assignment.num_replicas == 1:
-            synced = []  # one replica in the whole job: nothing to copy, no one to wait for
-        elif groups:
-            synced = [op for i, group in enumerate(groups)
-                      for op in _broadcast(scratch, assignment, group, key + i, built_for)]
-        else:
+        if broadcasts:
+            synced = [op for broadcast in broadcasts for op in broadcast.build(scratch)]
+        elif assignment.num_replicas > 1:   # nothing to broadcast: the start barrier alone
             synced = chief_barrier(assignment, key, built_for,
                                    scope=lambda r: "AutoDist-Init/{}barrier/".format(r.prefix))
+        else:
+            synced = []  # one replica in the whole job: no one to wait for
         tf.group(*synced, name=INIT_SYNC)
-        synced = [op.name for op in synced]
         fill = staleness.prefill(scratch, assignment)
         tf.group(*([fill] if fill is not None else []), name=INIT_LOCAL)
     built = scratch.commit()
+    assigns = [name for broadcast in broadcasts for name in broadcast.finish(editor)]
+    editor.add_control_inputs(INIT_SYNC, assigns)
+    synced = [op.name for op in synced] + assigns
+    built += [name for broadcast in broadcasts for name in broadcast.made]
     if len(receivers) > 1:
         template = receivers[0]
         editor.clone_for_replicas([n for n in built if template.prefix in n], template, receivers[1:])

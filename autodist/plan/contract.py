@@ -43,6 +43,7 @@ __all__ = [
     "Compressor", "CollectiveSpec", "DEFAULT_POWERSGD_RANK", "PSEntry", "AllReduceEntry", "Partition",
     "VariableEntry", "StrategyEntries", "read_entries", "parse_partitioner", "even_sizes", "variable_entry",
     "write_entry", "op_name", "map_destinations", "with_destinations", "GATHER_BYTES", "gathers",
+    "FUSED_PUSH_BYTES", "FUSED_BUCKET_BYTES", "fused_pushes",
 ]
 
 
@@ -82,6 +83,43 @@ def gathers(nbytes, replicas):
     return (nbytes is not None and count > 1 and (count - 1) * nbytes <= GATHER_BYTES
             # both name forms hold ":GPU:" before a GPU's index: "/job:w/task:0/device:GPU:0", "10.0.0.1:GPU:0"
             and not any(":GPU:" in name.upper() for name in replicas))
+
+
+#: A dense gradient of at most this many bytes pushed to a synchronous parameter server rides in a
+#: fused push: the node packs the small gradients bound for one server into one vector, the server
+#: takes one accumulator's sum and splits it (``kernel/synchronization/ps.py``). A push is a message
+#: and an accumulator's round in every step; ResNet-101's 312 convolution and batch-norm variables,
+#: most of them a few KiB, cost 312 of each per server without it, as Horovod's tensor fusion found
+#: for all-reduce. Past 64 KiB a piece's bytes outweigh its message.
+FUSED_PUSH_BYTES = 64 * 1024
+#: Bytes of one fused push at most (a full bucket is closed, the next one starts).
+FUSED_BUCKET_BYTES = 4 << 20
+
+
+def fused_pushes(pieces):
+    """``{key: bucket}`` of the pieces pushed in fused buckets, for ``pieces`` = ``[(key, destination, dtype
+    name, bytes, fusable)]`` in plan order (``fusable``: a dense gradient pushed to a synchronous server,
+    staleness 0). A bucket holds runs of fusable pieces of at most ``FUSED_PUSH_BYTES`` bound for one
+    destination in one dtype, closed at ``FUSED_BUCKET_BYTES``; buckets are numbered in the order their
+    first piece comes, and a bucket of one piece is no bucket (it is pushed alone). Every node computes
+    the same buckets from the same plan."""
+    open_buckets, members, count = {}, {}, 0
+    for key, destination, dtype, nbytes, fusable in pieces:
+        if not fusable or nbytes > FUSED_PUSH_BYTES:
+            continue
+        slot = (destination, dtype)
+        bucket = open_buckets.get(slot)
+        if bucket is None or bucket[1] + nbytes > FUSED_BUCKET_BYTES:
+            bucket = open_buckets[slot] = [count, 0]
+            count += 1
+        bucket[1] += nbytes
+        members.setdefault(bucket[0], []).append(key)
+    found, number = {}, 0
+    for bucket in sorted(members):
+        if len(members[bucket]) > 1:
+            found.update((key, number) for key in members[bucket])
+            number += 1
+    return found
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -7,12 +7,17 @@
     #  "candidates": [{"name": "PS", "predicted_step_ms": 9.1}, ..., {"name": "searched", ...}]}
 
 Candidates: the presets ``PS``, ``PSLoadBalancing``, ``PartitionedPS``,
-``AllReduce`` and ``Parallax`` with their default arguments, and "searched":
-each variable in turn, largest first, takes the cheapest of all-reduce (one
+``AllReduce`` and ``Parallax`` with their default arguments (AllReduce priced
+at each bucket size of ``BUCKET_CHOICES``, the cheapest kept), and "searched"
+(:mod:`.search`): each variable in turn, largest first, takes the cheapest of all-reduce (one
 fused group), a parameter server on any CPU device with or without a local
 proxy (on CPU replicas only: the model prices a proxy by the wait it spares),
 or even shards on the ``k`` least loaded servers (``k`` = 2, 4, 8 ... and
-every server), the others held fixed; two passes. The search runs from three
+every server), the others held fixed; two passes. Only the ``SEARCH_HEAD``
+largest variables move one at a time; the rest (the tail: ResNet-101's
+smallest batch-norm vectors, most of a 10k-variable graph) moves as one
+block, all-reduced or spread over the least loaded servers (with or without
+proxies), whichever is cheapest. The search runs from three
 starts (PSLoadBalancing's placement, the same with proxies, everything
 all-reduced; GPU replicas skip the second) and keeps the cheapest end: a node
 that reads a variable (or a piece of one) from a computing CPU node waits for that node's
@@ -49,40 +54,39 @@ graph), not a timing; a measured ``compute`` may be passed by a caller that
 builds once (``autodist plan`` reports measured predictions separately).
 """
 import dataclasses
-import math
 from typing import Tuple
 
-from autodist.plan.contract import AllReduceEntry, Partition, PSEntry, read_entries, variable_entry
-from autodist.plan.strategy import Strategy, assemble
+from autodist.plan.strategy import Strategy
 from autodist.strategies._arguments import check_bool
-from autodist.strategies.all_reduce import AllReduce
+from autodist.strategies.all_reduce import DEFAULT_BUCKET_BYTES, AllReduce
 from autodist.strategies.base import StrategyBuilder
 from autodist.strategies.cost import Compute, cluster_calibration, predict
 from autodist.strategies.cost.calibration import spec_key
-from autodist.strategies.cost.model import (beyond_compute_s, exposed_comm_s, fixed_step_s, node_comm_s,
-                                            statistics_s, wait_s)
-from autodist.strategies.cost.traffic import StepTraffic, add_entry, group_overhead
-from autodist.strategies.inputs import (BatchStatistics, all_cpu_servers, batch_statistics, builder_variables, is_cpu,
-                                        replica_devices)
+from autodist.strategies import search as plan_search
+from autodist.strategies.inputs import BatchStatistics, batch_statistics, builder_variables, is_cpu, replica_devices
 from autodist.strategies.parallax import Parallax
 from autodist.strategies.partitioned_ps import PartitionedPS
 from autodist.strategies.ps import PS
 from autodist.strategies.ps_load_balancing import PSLoadBalancing
 
-__all__ = ["AutoStrategy", "AutoResult", "CANDIDATES", "SEARCHED", "SEARCH_MARGIN"]
+__all__ = ["AutoStrategy", "AutoResult", "CANDIDATES", "SEARCHED", "SEARCH_MARGIN", "STARTS"]
 
 #: The presets AutoStrategy prices, by name.
 CANDIDATES = (("PS", PS), ("PSLoadBalancing", PSLoadBalancing), ("PartitionedPS", PartitionedPS),
               ("AllReduce", AllReduce), ("Parallax", Parallax))
+#: AllReduce's bucket sizes AutoStrategy prices (the first wins a tie): smaller buckets hide under backprop
+#: but their last, and pay a ring's messages each (``cost.model.last_bucket_s``). Not past the default: on
+#: CPUs TensorFlow's ring moved one 100 MB tensor at twice the CPU of 16 MiB pieces (docs/performance.md),
+#: a cost the model does not price.
+BUCKET_CHOICES = (DEFAULT_BUCKET_BYTES, 4 << 20, 1 << 20)
 #: The name of the per-variable search's plan.
 SEARCHED = "searched"
 #: How much cheaper than the best preset the searched plan must be predicted to be chosen.
 SEARCH_MARGIN = 0.05
-_PASSES = 2
 #: Where the search starts: PSLoadBalancing's placement, the same with local proxies, everything in the
 #: search's one all-reduce group.
-_STARTS = (PSLoadBalancing(), PSLoadBalancing(local_proxy_variable=True),
-           AllReduce(chunk_size=2 ** 31, bucket_bytes=None))
+STARTS = (PSLoadBalancing(), PSLoadBalancing(local_proxy_variable=True),
+          AllReduce(chunk_size=2 ** 31, bucket_bytes=None))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,10 +180,13 @@ class AutoStrategy(StrategyBuilder):
                                            statistics=statistics)
 
         cpu_replicas = any(is_cpu(replica) for replica in replica_devices(resource_spec))
-        starts = _STARTS if cpu_replicas else _STARTS[:1] + _STARTS[2:]   # no node waits on GPUs: no proxies
-        ends = [price(SEARCHED, _Search(variables, resource_spec, compute, calibration, start,
-                                         proxies=cpu_replicas, statistics=statistics).run()) for start in starts]
-        presets = [price(name, cls().build_from_variables(variables, resource_spec)) for name, cls in CANDIDATES]
+        starts = STARTS if cpu_replicas else STARTS[:1] + STARTS[2:]   # no node waits on GPUs: no proxies
+        ends = [price(SEARCHED, plan_search.Search(variables, resource_spec, compute, calibration, start,
+                                                   proxies=cpu_replicas, statistics=statistics).run())
+                for start in starts]
+        presets = [min((price(name, builder.build_from_variables(variables, resource_spec))
+                        for builder in _preset_builders(name, cls)), key=lambda p: round(p[2].step_s, 9))
+                   for name, cls in CANDIDATES]
         priced = presets + [min(ends, key=lambda end: round(end[2].step_s, 9))]   # the first on a tie
         best = min(range(len(presets)), key=lambda i: (round(priced[i][2].step_s, 9), i))
         if round(priced[-1][2].step_s, 9) <= round((1.0 - SEARCH_MARGIN) * priced[best][2].step_s, 9):
@@ -190,103 +197,8 @@ class AutoStrategy(StrategyBuilder):
         return "AutoStrategy(batch={!r}{})".format(self._batch, "" if self._probe else ", probe=False")
 
 
-def _shard_counts(limit):
-    """Shard counts tried: powers of two below ``limit``, and ``limit`` (every server)."""
-    counts, k = [], 2
-    while k < limit:
-        counts.append(k)
-        k *= 2
-    return counts + [limit] if limit >= 2 else counts
-
-
-class _Search:
-    """Greedy per-variable search over synchronizers, servers and shard counts."""
-
-    def __init__(self, variables, resource_spec, compute, calibration, start, proxies=True, statistics=None):
-        self.variables = variables
-        self.statistics = statistics or BatchStatistics()
-        self.server_pieces = 0   # pieces on parameter servers: on several nodes the statistics are relayed
-        self.proxies = (False, True) if proxies else (False,)
-        self.replicas = tuple(replica_devices(resource_spec))
-        self.nodes = list(resource_spec.nodes)
-        self.servers = all_cpu_servers(resource_spec)
-        self.compute, self.calibration = compute, calibration
-        self.rows = compute.sparse_rows
-        self.traffic = StepTraffic()
-        self.loads = {s: 0 for s in self.servers}
-        self.all_reduced = 0     # variables in the one all-reduced group
-        self.all_reduced_bytes = 0.0   # its uncompressed bytes: gathered or rung, as the kernel decides
-        self.unsized = 0         # its members of unknown shape (the kernel then rings the group)
-        by_op = read_entries(start.build_from_variables(variables, resource_spec)).variables
-        self.entries = [by_op[v.op_name] for v in variables]
-        for var, entry in zip(variables, self.entries):
-            self._apply(var, entry, 1)
-
-    def _group_bytes(self):
-        return math.inf if self.unsized else self.all_reduced_bytes
-
-    def _apply(self, var, entry, scale):
-        if self.all_reduced:   # the group's own cost changes with its bytes: take it back, add it anew
-            group_overhead(self.traffic, self.replicas, 1, self._group_bytes(), -1)
-        group_bytes = {}
-        if add_entry(self.traffic, entry, var, self.replicas, self.rows.get(var.name), scale, group_bytes):
-            self.all_reduced += scale
-            added = group_bytes.get(0, 0.0)
-            if math.isinf(added):
-                self.unsized += scale
-            else:
-                self.all_reduced_bytes += added
-        if self.all_reduced:
-            group_overhead(self.traffic, self.replicas, 1, self._group_bytes(), 1)
-        for part in entry.parts or (entry,):
-            if part.synchronizer.kind == "ps":
-                share = var.byte_size // (entry.partition.count if entry.partition else 1)
-                self.loads[part.synchronizer.destination] += scale * share
-                self.server_pieces += scale
-
-    def cost(self):
-        comm = max(node_comm_s(self.traffic, n, self.calibration) for n in self.nodes)
-        relayed = self.server_pieces > 0 and len(self.nodes) > 1
-        return fixed_step_s(self.traffic, self.calibration) + statistics_s(self.statistics, relayed, self.calibration) \
-            + beyond_compute_s(wait_s(self.traffic, self.compute),
-                               exposed_comm_s(comm, self.compute.step_s, self.calibration.overlap))
-
-    def options(self, var):
-        """Entries ``var`` may take: all-reduce, each server (with or without a local proxy), even shards
-        on the least loaded servers."""
-        found = [variable_entry(var.name, var.op_name, [AllReduceEntry(group=0)])]
-        found += [variable_entry(var.name, var.op_name, [PSEntry(s, sync=True, proxy=proxy)])
-                  for s in self.servers for proxy in self.proxies]
-        if var.is_sparse or not var.shape_known or not var.shape or var.shape[0] < 2:
-            return found
-        by_load = sorted(self.servers, key=lambda s: (self.loads[s], self.servers.index(s)))
-        for k in _shard_counts(min(len(self.servers), var.shape[0])):
-            partition = Partition.of(var.op_name, len(var.shape), 0, k)
-            found.append(variable_entry(var.name, var.op_name, [PSEntry(s, sync=True) for s in by_load[:k]],
-                                        partition))
-        return found
-
-    def _best(self, var, current):
-        """The cheapest option for ``var``, the others fixed; ``current`` unless one is strictly cheaper."""
-        best, best_cost = current, round(self.cost(), 12)
-        self._apply(var, current, -1)
-        for option in self.options(var):
-            self._apply(var, option, 1)
-            cost = round(self.cost(), 12)
-            self._apply(var, option, -1)
-            if cost < best_cost:
-                best, best_cost = option, cost
-        self._apply(var, best, 1)
-        return best
-
-    def run(self):
-        order = sorted(range(len(self.variables)), key=lambda i: (-self.variables[i].byte_size, i))
-        for _ in range(_PASSES):
-            for i in order:
-                var = self.variables[i]
-                self.entries[i] = self._best(var, self.entries[i])
-        return self.strategy()
-
-    def strategy(self):
-        """The current entries as a Strategy."""
-        return assemble(self.entries, self.replicas)
+def _preset_builders(name, cls):
+    """The builders a preset is priced as: AllReduce at each of ``BUCKET_CHOICES``, the others as they are."""
+    if cls is AllReduce:
+        return [AllReduce(bucket_bytes=size) for size in BUCKET_CHOICES]
+    return [cls()]

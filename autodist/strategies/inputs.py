@@ -9,8 +9,9 @@ TensorFlow). Two sources are combined, and the split of authority matters:
 - the gradient records decide *which* variables a strategy covers and whether a
   gradient is sparse (a ``tf.IndexedSlices`` record is the truth; the IR's
   ``VariableInfo.is_sparse`` only guesses from read patterns);
-- the IR (``autodist.ir.variables.variable_infos``) gives shapes, dtypes, byte
-  sizes and ``in_control_flow``.
+- the IR's planning view (``autodist.ir.variables.graph_variable_infos``, read
+  off the captured ``tf.Graph`` in place) gives shapes, dtypes, byte sizes and
+  ``in_control_flow``.
 
 Device helpers live here too, because "which devices replicate" and "which
 devices may serve" are the same for every builder family.
@@ -66,7 +67,7 @@ def builder_variables(graph_item):
     A record whose target is not a variable op's output (a handle routed
     through an Identity, say) cannot be distributed: StrategyError names it.
     """
-    from autodist.ir.variables import variable_infos
+    from autodist.ir.variables import graph_variable_infos
 
     records = graph_item.grad_records
     op_names = []
@@ -77,22 +78,22 @@ def builder_variables(graph_item):
                                 "op's first output can be planned".format(record.target, index,
                                                                           op_name))
         op_names.append(op_name)
-    ugraph = graph_item.ir
+    graph = graph_item.graph
     try:
-        infos = variable_infos(ugraph, op_names)
+        infos = graph_variable_infos(graph, op_names)
     except ValueError as exc:
         raise StrategyError("cannot plan the gradient targets: {}".format(exc)) from None
     from autodist.capture.datasets.uneven import half_wire_dtypes
     half = half_wire_dtypes(graph_item)
-    return [_builder_variable(info, record.is_sparse, ugraph, half.get(op_name))
+    return [_builder_variable(info, record.is_sparse, graph, half.get(op_name))
             for info, record, op_name in zip(infos, records, op_names)]
 
 
-def _builder_variable(info, is_sparse, ugraph, grad_dtype=None):
+def _builder_variable(info, is_sparse, graph, grad_dtype=None):
     if info.dtype is not None:
         dtype = info.dtype.name
-    else:   # bfloat16, float8...: numpy has no type, the IR still knows the name
-        dtype = ugraph.ops_info[info.op_name].op_attr["dtype"].name
+    else:   # bfloat16, float8...: numpy has no type, TensorFlow still knows the name
+        dtype = graph.get_operation_by_name(info.op_name).get_attr("dtype").name
     shape = None if info.shape is None else tuple(info.shape)
     return BuilderVariable(name=info.name, op_name=info.op_name, shape=shape, dtype=dtype,
                            byte_size=int(info.byte_size), is_sparse=bool(is_sparse),

@@ -7,6 +7,7 @@ from autodist.ir import (
     variable_infos,
 )
 from autodist.ir.generic import GenericDType, GenericShape
+from autodist.ir.variables import graph_variable_infos
 
 
 def _infos(graph, **kwargs):
@@ -107,6 +108,27 @@ def test_keras3_layers(tf):
     assert {i.shape for i in rnn} == {(6, 16), (4, 16), (16,)}
     head = infos["head/kernel"]
     assert head.shape == (4, 2) and not head.is_sparse and not head.in_control_flow
+
+
+def test_a_tf_graph_read_in_place_says_what_its_ir_says(tf, tf1_graph):
+    """graph_variable_infos walks the tf.Graph itself (no IR of the whole graph) and finds the same facts."""
+    import keras
+    keras_graph = tf.Graph()
+    with keras_graph.as_default():
+        ids = tf.compat.v1.placeholder(tf.int32, [None, 3])
+        keras.layers.Dense(2)(keras.layers.LSTM(4)(keras.layers.Embedding(40, 6)(ids)))
+    for graph in (tf1_graph, keras_graph):
+        expected = variable_infos(from_tf_graph(graph))
+        names = [info.op_name for info in expected]
+        assert graph_variable_infos(graph, names) == expected
+        assert graph_variable_infos(graph, names[::-1]) == expected[::-1], "the order asked for"
+
+
+def test_a_tf_graph_read_in_place_checks_names(tf1_graph):
+    with pytest.raises(ValueError, match="no op named 'nope'"):
+        graph_variable_infos(tf1_graph, ["nope"])
+    with pytest.raises(ValueError, match="op 'dense/kernel/Read/ReadVariableOp' is a ReadVariableOp"):
+        graph_variable_infos(tf1_graph, ["dense/kernel/Read/ReadVariableOp"])
 
 
 def _var(ugraph, name, op_type="VarHandleOp", shape=(2, 3), dtype="float32"):

@@ -130,3 +130,19 @@ def test_an_unknown_compressor_number_is_refused():
     strategy = make_strategy([T0C0], ar={"b": dict(compressor=9)})
     with pytest.raises(StrategyError, match="variable 'b': AllReduceSynchronizer"):
         read_entries(strategy)
+
+
+def test_small_synchronous_pushes_to_one_server_share_a_bucket():
+    from autodist.plan.contract import FUSED_BUCKET_BYTES, FUSED_PUSH_BYTES, fused_pushes
+    small, large = 1024, FUSED_PUSH_BYTES + 1
+    pieces = [("a", "s0", "float32", small, True), ("big", "s0", "float32", large, True),
+              ("b", "s0", "float32", small, True), ("c", "s1", "float32", small, True),
+              ("half", "s0", "float16", small, True), ("async", "s0", "float32", small, False),
+              ("d", "s1", "float32", small, True), ("e", "s0", "float32", small, True)]
+    # a, b and e to s0 (float32) in one bucket, c and d to s1 in another; a lone half piece, a large one and
+    # an asynchronous one go alone; buckets are numbered by their first piece
+    assert fused_pushes(pieces) == {"a": 0, "b": 0, "e": 0, "c": 1, "d": 1}
+    full = FUSED_BUCKET_BYTES // FUSED_PUSH_BYTES
+    many = [("v{}".format(i), "s0", "float32", FUSED_PUSH_BYTES, True) for i in range(full + 2)]
+    buckets = fused_pushes(many)
+    assert [buckets["v{}".format(i)] for i in range(full + 2)] == [0] * full + [1, 1], "closed when full"

@@ -16,3 +16,10 @@ def test_only_grappler_dependency_optimizer_runs():
     # an empty list with the meta optimizer on would run Grappler's whole default pipeline
     rewrite = node_config(1, 0).graph_options.rewrite_options
     assert list(rewrite.optimizers) == ["dependency"] and not rewrite.disable_meta_optimizer
+    assert list(node_config(1, 0, num_tasks=2).graph_options.rewrite_options.optimizers) == ["dependency"]
+
+
+def test_a_job_of_one_node_runs_no_grappler_pass():
+    """No control edge crosses nodes in a one-node job: the dependency optimizer would only cost its runs."""
+    rewrite = node_config(2, 0, num_tasks=1).graph_options.rewrite_options
+    assert rewrite.disable_meta_optimizer and not list(rewrite.optimizers)

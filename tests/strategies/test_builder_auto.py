@@ -143,6 +143,50 @@ def test_the_search_grows_linearly_in_the_variables(nodes):
     assert _search_calls(nodes, 200) <= 2.2 * _search_calls(nodes, 100)
 
 
+def _all_reduce_at(sizes, variables, spec, compute, calibration):
+    from autodist.strategies import AllReduce
+    return {size: predict(AllReduce(bucket_bytes=size).build_from_variables(variables, spec), variables, compute,
+                          calibration.rounded()).step_s for size in sizes}
+
+
+def test_all_reduce_is_priced_at_each_bucket_size(nodes):
+    """On GPUs small buckets hide under backprop (all but the last): the AllReduce candidate is the cheapest
+    of BUCKET_CHOICES; on CPUs nothing hides and the fewest rings (the default) win."""
+    from autodist.strategies.all_reduce import DEFAULT_BUCKET_BYTES
+    from autodist.strategies.auto import BUCKET_CHOICES
+    variables = [_var("w{}".format(i), [1 << 20]) for i in range(24)]   # 4 MiB each, 96 MiB
+    gpus = _spec_from([("10.0.0.{}".format(k), (0,), ()) for k in (1, 2)])
+    fast_gpus = _calibration(overlap=1.0, collective_bandwidth=1e9, collective_latency_s=10e-6)
+    priced = _all_reduce_at(BUCKET_CHOICES, variables, gpus, Compute(0.5), fast_gpus)
+    best = min(BUCKET_CHOICES, key=lambda size: (round(priced[size], 9), BUCKET_CHOICES.index(size)))
+    assert best != DEFAULT_BUCKET_BYTES and priced[best] < priced[DEFAULT_BUCKET_BYTES], priced
+    result = AutoStrategy(calibration=fast_gpus).search_variables(variables, gpus, Compute(0.5))
+    assert dict(result.candidates)["AllReduce"].step_s == pytest.approx(priced[best])
+    priced = _all_reduce_at(BUCKET_CHOICES, variables, nodes, Compute(0.5), _calibration())
+    result = AutoStrategy(calibration=_calibration()).search_variables(variables, nodes, Compute(0.5))
+    assert dict(result.candidates)["AllReduce"].step_s == pytest.approx(priced[DEFAULT_BUCKET_BYTES])
+    assert min(priced.values()) == pytest.approx(priced[DEFAULT_BUCKET_BYTES])
+
+
+def test_the_tail_of_small_variables_moves_as_one_block(nodes, monkeypatch):
+    """Past SEARCH_HEAD variables the smallest move together: here all-reduced (one bucket, one message). One
+    at a time, each small variable is priced against servers that still hold the others (their messages
+    stay), and the search stops in a mix that costs more."""
+    from autodist.strategies import auto, search
+    variables = [_var("big", [1024, 1024])] + [_var("s{}".format(i), [16]) for i in range(60)]
+    calibration = _calibration(rpc_latency_s=1e-3)   # a message to a server costs more than the small bytes
+    monkeypatch.setattr(search, "SEARCH_HEAD", 1)
+    tail = search.Search(variables, nodes, Compute(0.01), calibration, auto.STARTS[0])
+    start_cost = tail.cost()
+    entries = read_entries(tail.run()).variables
+    assert {entries["s{}".format(i)].synchronizer.kind for i in range(60)} == {"ar"}
+    assert tail.cost() < start_cost
+    monkeypatch.setattr(search, "SEARCH_HEAD", 1000)   # every variable on its own
+    alone = search.Search(variables, nodes, Compute(0.01), calibration, auto.STARTS[0])
+    alone.run()
+    assert tail.cost() < alone.cost()
+
+
 def test_build_from_a_graph_uses_the_estimate_and_matches_search(graph_item, nodes):
     builder = AutoStrategy(calibration=_calibration())
     assert builder.build(graph_item, nodes).id == builder.search(graph_item, nodes).strategy.id
@@ -220,7 +264,7 @@ def test_the_search_prices_a_plan_as_its_written_strategy():
     # small all-reduced variables on three nodes: gathered by the kernel, so N - 1 messages a hop
     from autodist.plan.contract import AllReduceEntry, variable_entry
     from autodist.strategies import PSLoadBalancing
-    from autodist.strategies.auto import _Search
+    from autodist.strategies.search import Search as _Search
     from autodist.strategies.cost.traffic import step_traffic
     spec = _spec_from([("10.0.0.{}".format(k), (), (0,)) for k in (1, 2, 3)])
     variables = [_var("u", [300]), _var("v", [200])]
@@ -237,7 +281,8 @@ def test_the_search_prices_a_plan_as_its_written_strategy():
 
 @pytest.mark.parametrize("start", range(3), ids=["PSLoadBalancing", "with-proxies", "all-reduced"])
 def test_every_start_of_the_search_ends_where_its_written_strategy_is_priced(nodes, start):
-    from autodist.strategies.auto import _STARTS, _Search
+    from autodist.strategies.auto import STARTS as _STARTS
+    from autodist.strategies.search import Search as _Search
     from autodist.strategies.cost.traffic import relayed, step_traffic
     variables = _mlp() + [_var("emb", [100000, 64], sparse=True)]
     compute = Compute(0.03, sparse_rows={"emb:0": 512.0})
@@ -270,17 +315,17 @@ def test_a_computing_server_node_makes_the_search_proxy_or_all_reduce(nodes):
 
 
 def test_gpu_replicas_never_wait_so_the_search_offers_no_proxies(monkeypatch):
-    from autodist.strategies import auto
+    from autodist.strategies import search
     gpus = _spec_from([("10.0.0.{}".format(k), (0, 1), (0,)) for k in (1, 2)])
     variables = [_var("k{}".format(i), [64, 64]) for i in range(8)]
     made = []
 
-    class Spy(auto._Search):
+    class Spy(search.Search):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             made.append(self)
 
-    monkeypatch.setattr(auto, "_Search", Spy)
+    monkeypatch.setattr(search, "Search", Spy)
     result = AutoStrategy(calibration=_calibration()).search_variables(variables, gpus, Compute(0.03))
     assert all(p.wait_s == 0.0 for _, p in result.candidates)
     assert len(made) == 2 and all(search.proxies == (False,) for search in made)   # no proxy start either
@@ -309,7 +354,8 @@ def test_a_split_variable_waits_for_every_node_that_holds_a_piece_of_it():
 
 
 def test_the_search_prices_a_member_of_unknown_shape_as_its_written_strategy():
-    from autodist.strategies.auto import _STARTS, _Search
+    from autodist.strategies.auto import STARTS as _STARTS
+    from autodist.strategies.search import Search as _Search
     from autodist.strategies.cost.traffic import step_traffic
     spec = _spec_from([("10.0.0.{}".format(k), (), (0,)) for k in (1, 2, 3)])
     variables = [_var("u", [300]), _var("v", [200]), _var("odd", None)]

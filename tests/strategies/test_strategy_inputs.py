@@ -22,6 +22,13 @@ def test_builder_variables_follow_the_gradient_records(graph_item):
     assert all(v.shape_known for v in variables)
 
 
+def test_builder_variables_read_the_graph_in_place(graph_item):
+    """No IR of the whole graph is built to plan (a 10k-variable graph's IR cost more than its plan)."""
+    item = graph_item.copy()
+    builder_variables(item)
+    assert "ir" not in item.__dict__.get("_property_cache", {})
+
+
 def test_sparse_comes_from_the_record_not_the_read_pattern(graph_item):
     import tensorflow as tf
     from autodist.capture.optimizers import capture_optimizers

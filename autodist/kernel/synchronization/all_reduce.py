@@ -24,7 +24,7 @@ import tensorflow as tf
 
 from autodist.plan.contract import Compressor
 from autodist.plan.names import sync_scope
-from autodist.kernel.reshaper import Reshaper
+from autodist.kernel import packing
 from autodist.kernel.synchronization import compressor as comp
 from autodist.kernel.synchronization import relay, wiring
 
@@ -65,21 +65,30 @@ def synchronize_all_reduce(editor, assignment):
     if relay.needs_relay(assignment):
         return relay.relay_all_reduce(editor, assignment, [group for _, _, group in _groups(assignment)])
     collectives = comp.Collectives(assignment)
-    scratch = editor.scratch()
     template, others = assignment.local[0], assignment.local[1:]
-    reduced, writes, new_vars = {}, [], []
+    groups = _groups(assignment)
+    packed = {index: _pack(editor, assignment, group, index, template)
+              for index, (kind, _, group) in enumerate(groups) if kind == "dense"}
+    scratch = editor.scratch()
+    reduced, writes, new_vars, unpacks, results = {}, [], [], [], []
     with scratch.graph.as_default():
-        for index, (kind, compressor, group) in enumerate(_groups(assignment)):
-            build = {"sparse": _sparse, "powersgd": _powersgd, "dense": _dense}[kind]
-            w, v = build(scratch, collectives, assignment, group, index, reduced, template, compressor)
+        for index, (kind, compressor, group) in enumerate(groups):
+            if kind == "dense":
+                w, v, mean = _dense(scratch, collectives, assignment, group, packed[index][0], unpacks,
+                                    _scope(assignment, index, template), template, compressor)
+                results.append(mean)   # the group's synchronized gradients, before they are unpacked
+            else:
+                build = {"sparse": _sparse, "powersgd": _powersgd}[kind]
+                w, v = build(scratch, collectives, assignment, group, index, reduced, template, compressor)
             writes.extend(w)
             new_vars.extend(v)
         with tf.device(template.device), tf.name_scope(
                 "{}state/{}".format(sync_scope("AutoDist-AllReduce/", assignment.group), template.prefix)):
-            results = [scratch.graph.get_tensor_by_name(t) for (prefix, _), parts in sorted(reduced.items())
-                       if prefix == template.prefix for c, t in sorted(parts.items()) if c in ("dense", "values")]
+            results += [scratch.graph.get_tensor_by_name(t) for (prefix, _), parts in sorted(reduced.items())
+                        if prefix == template.prefix for c, t in sorted(parts.items()) if c in ("dense", "values")]
             step_names = [op.name for op in comp.keep_state(writes, results)]
-    built = scratch.commit()
+    built = scratch.commit() + [name for _, made in packed.values() for name in made]
+    built += [name for unpack in unpacks for name in unpack(editor, reduced)]
     # Every replica's part is the template's with its own prefix and device.
     editor.clone_for_replicas(built, template, others)
     for replica in others:
@@ -94,28 +103,40 @@ def synchronize_all_reduce(editor, assignment):
     return step_names, new_vars
 
 
+def _scope(assignment, index, replica):
+    return "{}group_{}/{}".format(sync_scope("AutoDist-AllReduce/", assignment.group), index, replica.prefix)
+
+
+def _pack(editor, assignment, group, index, replica):
+    """The group's gradients of ``replica`` flattened into one vector (``packing``): (its name, ops added)."""
+    shapes = [assignment.analysis.variables[v.op_name].shape for v in group]
+    grads = [replica.prefix + assignment.analysis.grad_tensors[v.op_name]["dense"] for v in group]
+    dtype = assignment.analysis.grad_dtype(group[0].op_name)
+    return packing.pack(editor, grads, dtype, shapes, _scope(assignment, index, replica), replica.device)
+
+
 def _grad(scratch, assignment, replica, var_op, component="dense"):
     return scratch.tensor(replica.prefix + assignment.analysis.grad_tensors[var_op][component])
 
 
-def _dense(scratch, collectives, assignment, group, index, reduced, replica, compressor):
-    """One fused collective for the group, built for ``replica`` (the others are cloned)."""
+def _dense(scratch, collectives, assignment, group, flat_name, unpacks, scope, replica, compressor):
+    """One fused collective for the group, built for ``replica`` (the others are cloned) on its packed
+    gradients ``flat_name``; ``unpacks`` gets the function that splits the mean back into the variables'
+    shapes once the scratch graph is committed: ``unpack(editor, reduced) -> names of the ops it added``.
+    Returns (state writes, new variables, the mean)."""
     key = collectives.key()
-    shapes = [assignment.analysis.variables[v.op_name].shape for v in group]
-    sizes = [s.num_elements() for s in shapes]
-    scope = "{}group_{}/{}".format(sync_scope("AutoDist-AllReduce/", assignment.group), index, replica.prefix)
     with tf.device(replica.device), tf.name_scope(scope):
-        reshape = Reshaper()
-        grads = [_grad(scratch, assignment, replica, v.op_name) for v in group]
-        flat = tf.concat([reshape(g, [-1]) for g in grads], 0, name="flat") if len(grads) > 1 \
-            else reshape(grads[0], [-1], name="flat")
-        mean, writes, new_vars = comp.reduce_flat(collectives, flat, compressor, key,
+        mean, writes, new_vars = comp.reduce_flat(collectives, scratch.tensor(flat_name), compressor, key,
                                                   collectives.hint(replica, group[0].synchronizer.spec), "state")
-        pieces = tf.split(mean, sizes, name="pieces") if len(group) > 1 else [mean]
-        for var, piece, shape in zip(group, pieces, shapes):
-            value = reshape(piece, shape)
-            reduced[(replica.prefix, var.op_name)] = {"dense": value.name}
-    return writes, new_vars
+    shapes = [assignment.analysis.variables[v.op_name].shape for v in group]
+
+    def unpack(editor, reduced):
+        pieces, made = packing.unpack(editor, scratch.name_of(mean), mean.dtype, shapes, scope, replica.device)
+        for var, piece in zip(group, pieces):
+            reduced[(replica.prefix, var.op_name)] = {"dense": piece}
+        return made
+    unpacks.append(unpack)
+    return writes, new_vars, mean
 
 
 def _powersgd(scratch, collectives, assignment, group, index, reduced, replica, compressor):

@@ -5,7 +5,8 @@ parameter-server variable become one: a sum (dense) or a concatenation
 (IndexedSlices), on the node's first replica device. A node with one replica
 uses its dense gradients as they are.
 
-Between graphs (``synchronize_ps``), per variable:
+Between graphs (``synchronize_ps``), per variable (small dense synchronous gradients bound for one
+server travel together: ``_Bucket``, ``contract.fused_pushes``):
 
     sync          every node pushes its local sum into a SUM accumulator on the
                   server (an IndexedSlices gradient: its entries into its own
@@ -33,9 +34,13 @@ Only one replica per applying node runs the update (the others' writes of the
 variable and its slots become NoOps waiting for it), so the variable, its
 slots and the optimizer's step counters advance once per step.
 """
+import math
+
 import tensorflow as tf
 
 from autodist.capture.queries import op_of
+from autodist.kernel import packing
+from autodist.plan.contract import fused_pushes
 from autodist.plan.names import host_cpu, sync_scope
 from autodist.kernel.synchronization import proxy, slices, staleness, wiring
 
@@ -56,16 +61,19 @@ def _single_dense(assignment, var):
     return len(assignment.local) == 1 and not var.sparse
 
 
+def _local_name(assignment, var, component):
+    """This node's local gradient component of ``var`` (made by ``reduce_locally``, or its one replica's)."""
+    if _single_dense(assignment, var):
+        return assignment.local[0].prefix + assignment.analysis.grad_tensors[var.op_name]["dense"]
+    return local_names(var.op_name)[component]
+
+
 def _local(scratch, assignment, var, facts, component):
     """A stand-in for this node's local gradient component (made by ``reduce_locally``)."""
     shapes = {"dense": facts.shape, "values": [None] + facts.shape.as_list()[1:],
               "indices": [None], "dense_shape": [facts.shape.rank]}
     dtype = assignment.analysis.grad_dtype(var.op_name) if component in ("dense", "values") else tf.int64
-    if _single_dense(assignment, var):
-        source = assignment.local[0].prefix + assignment.analysis.grad_tensors[var.op_name]["dense"]
-    else:
-        source = local_names(var.op_name)[component]
-    return scratch.tensor(source, dtype=dtype, shape=shapes[component])
+    return scratch.tensor(_local_name(assignment, var, component), dtype=dtype, shape=shapes[component])
 
 
 class _Divisors:
@@ -176,11 +184,18 @@ def synchronize_ps(editor, assignment):
     """Aggregate across nodes, wire the applying replica, disable the others; returns step ops."""
     if not assignment.ps_vars:
         return []
+    buckets = [_Bucket(editor, assignment, number, members) for number, members in _fused(assignment)]
+    fused = {var.op_name for bucket in buckets for var in bucket.members}
     scratch = editor.scratch()
     applied, pushes, global_sync = {}, [], []
     divide = _Divisors()
     with scratch.graph.as_default():
+        for bucket in buckets:
+            pushes.append(bucket.push(scratch, divide))
+            global_sync += [var.op_name for var in bucket.members]
         for var in assignment.ps_vars:
+            if var.op_name in fused:
+                continue
             facts = assignment.analysis.variables[var.op_name]
             if wiring.is_global_sync(var, assignment):
                 push, agg = _accumulate(scratch, var, assignment, facts, divide)
@@ -192,10 +207,75 @@ def synchronize_ps(editor, assignment):
                 with tf.device(assignment.local[0].device):
                     agg = _cast_like_original(agg, assignment, var.op_name)
                 applied[var.op_name] = {c: scratch.name_of(t) for c, t in agg.items()}
-        step_op = _step_op(scratch, assignment, pushes, global_sync)
+        step_op, (updated, writes) = _step_op(scratch, assignment, pushes, global_sync)
     scratch.commit()
+    editor.add_control_inputs(updated, writes)
+    for bucket in buckets:
+        applied.update(bucket.unpack(editor, scratch))
     _wire(editor, assignment, applied, global_sync, step_op)
     return [step_op] + staleness.barrier(editor, assignment, step_op)
+
+
+def _fused(assignment):
+    """``[(bucket number, [its variables])]`` of this view's pushes fused by ``contract.fused_pushes``."""
+    analysis = assignment.analysis
+    pieces = []
+    for var in assignment.ps_vars:
+        facts = analysis.variables[var.op_name]
+        dtype = analysis.grad_dtype(var.op_name)
+        known = facts.shape.is_fully_defined()
+        nbytes = facts.shape.num_elements() * dtype.size if known else math.inf
+        fusable = known and not var.sparse and wiring.is_global_sync(var, assignment)
+        pieces.append((var.op_name, var.synchronizer.destination, dtype.name, nbytes, fusable))
+    buckets = fused_pushes(pieces)
+    by_op = {var.op_name: var for var in assignment.ps_vars}
+    members = {}
+    for op_name, number in buckets.items():
+        members.setdefault(number, []).append(by_op[op_name])
+    return sorted(members.items())
+
+
+class _Bucket:
+    """A fused push (``contract.fused_pushes``): the members' local gradients packed into one vector on the
+    node (``packing``), one accumulator on their server, and on the chief the mean split back::
+
+        node k:  g_a, g_b, ... --pack--> flat --push--> [accumulator on PS] <--push-- chief: flat
+        chief:   take(W) / R --unpack--> mean_a, mean_b, ...  (each feeds its variable's update)
+    """
+
+    def __init__(self, editor, assignment, number, members):
+        self.assignment, self.members = assignment, members
+        analysis = assignment.analysis
+        self.dtype = analysis.grad_dtype(members[0].op_name)
+        self.shapes = [analysis.variables[var.op_name].shape for var in members]
+        self.destination = members[0].synchronizer.destination
+        self.scope = "{}{}/".format(sync_scope("AutoDist-PS-Fused/", assignment.group), number)
+        self.shared_name = "{}/acc/fused/{}".format(assignment.node.job_id, number)
+        grads = [_local_name(assignment, var, "dense") for var in members]
+        self.flat, _ = packing.pack(editor, grads, self.dtype, self.shapes, self.scope, assignment.local[0].device)
+        self.mean = None
+
+    def push(self, scratch, divide):
+        """The push of this node's packed gradients; on the chief, also the take and the mean."""
+        node = self.assignment.node
+        total = sum(shape.num_elements() for shape in self.shapes)
+        with tf.device(self.destination), tf.name_scope(self.scope):
+            acc = tf.compat.v1.ConditionalAccumulator(self.dtype, shape=[total], reduction_type="SUM", name="acc",
+                                                      shared_name=self.shared_name)
+            push = acc.apply_grad(scratch.tensor(self.flat), local_step=_ANY_STEP, name="push")
+            if node.is_chief:
+                with tf.control_dependencies([push]):
+                    self.mean = divide(acc.take_grad(node.num_tasks, name="take"), self.assignment.num_replicas,
+                                       name="mean")
+        return push
+
+    def unpack(self, editor, scratch):
+        """``{variable: {"dense": its mean}}`` on the chief (after the scratch's commit), else ``{}``."""
+        if self.mean is None:
+            return {}
+        pieces, _ = packing.unpack(editor, scratch.name_of(self.mean), self.dtype, self.shapes, self.scope,
+                                   self.destination)
+        return {var.op_name: {"dense": piece} for var, piece in zip(self.members, pieces)}
 
 
 def _applier_writes(assignment, var_ops):
@@ -204,23 +284,27 @@ def _applier_writes(assignment, var_ops):
 
 
 def _step_op(scratch, assignment, pushes, global_sync):
-    """The op a step waits for: updates applied here, released (chief) or awaited (others)."""
+    """The op a step waits for: updates applied here, released (chief) or awaited (others); and
+    ``(updated, writes)``: an op that must wait for the applier's ``writes``, to be added after the
+    commit (a stand-in per write cost as much as the rest of the pass for 10k variables)."""
     local_appliers = [v.op_name for v in assignment.ps_vars if v.op_name not in global_sync]
-    after = [scratch.control(op) for op in _applier_writes(assignment, local_appliers)]
+    writes = _applier_writes(assignment, local_appliers)
     with tf.name_scope(sync_scope("AutoDist-PS/", assignment.group)):
         if global_sync and assignment.node.is_chief:
-            after += [scratch.control(op) for op in _applier_writes(assignment, global_sync)]
-            after += proxy.refresh_everywhere(scratch, assignment, global_sync, after)
+            writes += _applier_writes(assignment, global_sync)
+            updated = tf.no_op(name="updated")
+            after = [updated] + proxy.refresh_everywhere(scratch, assignment, global_sync, [updated])
             with tf.control_dependencies(after):
                 enqueues = [_token_queue(assignment, task).enqueue(0, name="release_{}".format(task))
                             for task in range(assignment.node.num_tasks) if task != assignment.node.task_index]
-            return tf.group(*enqueues, name="release").name
+            return tf.group(*enqueues, name="release").name, (updated.name, writes)
+        updated = tf.no_op(name="updated")
         if global_sync:
-            with tf.control_dependencies(pushes + after):
+            with tf.control_dependencies(pushes + [updated]):
                 token = _token_queue(assignment, assignment.node.task_index).dequeue(name="wait")
-                return tf.group(token, name="waited").name
-        with tf.control_dependencies(after):
-            return tf.no_op(name="applied").name
+                return tf.group(token, name="waited").name, (updated.name, writes)
+        with tf.control_dependencies([updated]):
+            return tf.no_op(name="applied").name, (updated.name, writes)
 
 
 def _wire(editor, assignment, applied, global_sync, step_op):

@@ -54,8 +54,8 @@ def start_in_process(cluster, task, cpus, chief_task, threads=0, cores=()):
     from autodist.spec.cluster import node_config, start_server
     pin_to_cores(cores, cluster["worker"][task])
     try:
-        server = call_quietly(start_server, cluster, task, node_config(cpus, chief_task, threads or None),
-                              dropped=_BIND_FAILED)
+        config = node_config(cpus, chief_task, threads or None, num_tasks=len(cluster["worker"]))
+        server = call_quietly(start_server, cluster, task, config, dropped=_BIND_FAILED)
     except tf.errors.UnknownError as e:
         if "Could not start gRPC server" not in str(e):
             raise

@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from autodist.spec.cluster import cpu_count_of, node_config
 from autodist.errors import SessionError
+from autodist.ir.utils import gc_paused
 from autodist.kernel.graph_transformer import GraphTransformer
 from autodist.kernel.assignment import NodeContext
 from autodist.kernel.walks import resource_source
@@ -32,14 +33,15 @@ from autodist.runtime.session.fetch_mapping import FetchMapper
 from autodist.runtime.session.micro_steps import MicroSteps
 from autodist.runtime.session.distributed import DistributedSession, WatchedCaller, await_failure, close_bounded
 
-__all__ = ["open_node_session", "run_init", "INIT_GRACE"]
+__all__ = ["open_node_session", "import_node_graph", "run_init", "INIT_GRACE"]
 
 INIT_GRACE = 5.0   # s past ``init_timeout`` before the watched init gives up on TensorFlow's own timeout
 
 
-def _import(item):
+def import_node_graph(item):
+    """This node's transformed GraphItem as the ``tf.Graph`` its session runs."""
     graph = tf.Graph()
-    with graph.as_default():
+    with graph.as_default(), gc_paused():   # every object the import makes stays alive (as in the transform)
         tf.compat.v1.import_graph_def(item.graph_def, name="")
     return graph
 
@@ -53,10 +55,10 @@ def open_node_session(graph_item, strategy, context, resource_spec, failure=None
     node = NodeContext(job_id=context.job_id, task_index=context.task_index, num_tasks=context.num_tasks,
                        chief_task=context.chief_task, collective_key_base=context.collective_key_base)
     result = GraphTransformer(strategy, node).transform(graph_item)
-    graph = _import(result.item)
+    graph = import_node_graph(result.item)
     spec_node = {n.address: n for n in resource_spec.node_specs}.get(context.address)
     cpus, threads = (cpu_count_of(spec_node), spec_node.threads) if spec_node is not None else (1, 0)
-    config = node_config(cpus, context.chief_task, threads or None)
+    config = node_config(cpus, context.chief_task, threads or None, num_tasks=context.num_tasks)
     session = tf.compat.v1.Session(context.target, graph=graph, config=config)
     run_init(session, INIT_OPS, context, failure, init_timeout)
     mapper = FetchMapper(graph_item.graph, graph, result.assignment, aliases=_aliases(result),

@@ -21,7 +21,8 @@ The step of a synchronous plan is::
         + dense bytes its parameter servers aggregate / update rate
         + sparse rows' bytes its servers merge / sparse update rate
         + other replicas' sparse rows its replicas apply (sparse all-reduce) / sparse apply rate
-    exposed = communication - min(communication, overlap * backward share * compute)
+    exposed = communication - min(communication, overlap * backward share * compute),
+              at least the last fused all-reduce's ring when any of it hides (its gradients come last)
     statistics = synchronized batch norm (``statistics_s``): each of its exchanges, forward
            and backward, a sum over every replica that the pass waits for, so none hides
            under compute: one round trip each (a collective's; a synchronous server's
@@ -48,7 +49,7 @@ from autodist.strategies.cost.traffic import COLLECTIVE, RPC, step_traffic
 from autodist.strategies.inputs import BatchStatistics, relays_statistics
 
 __all__ = ["BACKWARD_SHARE", "Compute", "Prediction", "node_comm_s", "predict", "exposed_comm_s", "fixed_step_s",
-           "wait_s", "beyond_compute_s", "statistics_s"]
+           "wait_s", "beyond_compute_s", "statistics_s", "last_bucket_s"]
 
 #: Backprop's share of a training step's compute (two of the three matrix products per layer).
 BACKWARD_SHARE = 2.0 / 3.0
@@ -118,9 +119,23 @@ def _both_ways(sent, received, duplex):
     return max(sent, received) + (1.0 - duplex) * min(sent, received)
 
 
-def exposed_comm_s(comm_s, compute_s, overlap):
-    """Communication left after ``overlap`` of backprop hid what it could."""
-    return comm_s - min(comm_s, overlap * BACKWARD_SHARE * compute_s)
+def exposed_comm_s(comm_s, compute_s, overlap, last_s=0.0):
+    """Communication left after ``overlap`` of backprop hid what it could; at least ``last_s``, the ring of the
+    fused all-reduce whose gradients backprop makes last (nothing is left to hide it; ``last_bucket_s``)."""
+    exposed = comm_s - min(comm_s, overlap * BACKWARD_SHARE * compute_s)
+    return max(exposed, min(comm_s, last_s)) if overlap > 0 else exposed
+
+
+def last_bucket_s(traffic, calibration):
+    """Seconds of the ring of ``traffic.last_bucket``: 2 (N - 1) / N of its bytes at the collective bandwidth and
+    2 (N - 1) messages; 0 without one. Small buckets let all but the last hide under backprop, at a ring's
+    messages each: AutoStrategy picks AllReduce's bucket size by this trade (``auto.BUCKET_CHOICES``)."""
+    if traffic.last_bucket is None:
+        return 0.0
+    nbytes, n = traffic.last_bucket
+    if n < 2:
+        return 0.0
+    return 2.0 * (n - 1) / n * nbytes / calibration.collective_bandwidth + 2 * (n - 1) * calibration.collective_latency_s
 
 
 def predict(strategy, variables, compute, calibration, chief=None, statistics=None):
@@ -131,7 +146,7 @@ def predict(strategy, variables, compute, calibration, chief=None, statistics=No
     per_node = {node: node_comm_s(traffic, node, calibration) for node in traffic.nodes()}
     bottleneck = max(sorted(per_node), key=per_node.get, default="")
     comm = per_node.get(bottleneck, 0.0)
-    exposed = exposed_comm_s(comm, compute.step_s, calibration.overlap)
+    exposed = exposed_comm_s(comm, compute.step_s, calibration.overlap, last_bucket_s(traffic, calibration))
     fixed = fixed_step_s(traffic, calibration)
     wait = wait_s(traffic, compute)
     entries = read_entries(strategy)

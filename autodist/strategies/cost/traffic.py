@@ -12,6 +12,11 @@ replicas (the replicas in the plan's order, node-major)::
                                 rows apart: a sparse accumulator merges them at its own rate).
                                 Pulls come before the step's compute, pushes after: a link
                                 carries them one after the other (``StepTraffic.pulled``)
+    ... fused pushes            a dense gradient of at most ``FUSED_PUSH_BYTES`` bound for a
+                                synchronous server rides in one packed push per bucket
+                                (``contract.fused_pushes``): its bytes as before, no message of
+                                its own; every node sends each bucket's one message
+                                (``fused_messages``)
     ... with a local proxy      a node R that keeps one (``kernel/.../proxy.py``: every node
                                 but a CPU node holding the piece) gets the whole piece once
                                 (P bytes, 1 message; a sparse piece too), written into the
@@ -54,106 +59,23 @@ dense size (the report's upper bound). Compressors shrink the all-reduced
 message: Horovod's casts float32 to float16 (half the bytes), PowerSGD sends
 two rank-r factors of a matrix, ``(rows + cols) * r`` elements in two rings.
 """
-import dataclasses
 import functools
 import math
-from typing import Dict, Tuple
 
-from autodist.plan.contract import Compressor, gathers, read_entries
+from autodist.plan.contract import Compressor, fused_pushes, gathers, read_entries
+from autodist.strategies.cost.ledger import COLLECTIVE, RPC, Link, StepTraffic
+from autodist.strategies.cost.pushes import FusedPushes, fusable
 from autodist.strategies.inputs import is_cpu, keeps_proxy, node_of
 from autodist.strategies.report import pieces
 
 __all__ = ["RPC", "COLLECTIVE", "SPARSE_GATHER_MESSAGES", "Link", "StepTraffic", "step_traffic", "relayed",
-           "node_of", "wire_bytes", "add_entry", "group_messages", "group_overhead", "ring"]
+           "node_of", "wire_bytes", "add_entry", "group_messages", "group_overhead", "ring",
+           "fused_messages", "plan_fused_pushes"]
 
-RPC = "rpc"
-COLLECTIVE = "collective"
 _INDEX_BYTES = 8   # an int64 row index travels with every sparse row
 #: Ring messages per hop of a sparse all-reduce, in units of N - 1: three all-gathers (row counts,
 #: values, indices; ``kernel/synchronization/all_reduce.py``).
 SPARSE_GATHER_MESSAGES = 3
-
-
-@dataclasses.dataclass
-class Link:
-    """What crosses one link in one step."""
-
-    bytes: float = 0.0
-    messages: int = 0
-
-
-class StepTraffic:
-    """Per-step traffic of a plan: ``links[(transport, src, dst)]`` and the servers' work.
-
-    Per-node totals are kept as links are added, so a search can add and take
-    back a variable's traffic and read a node's totals in constant time.
-    """
-
-    def __init__(self):
-        self.links: Dict[Tuple[str, str, str], Link] = {}
-        self.server_bytes: Dict[str, float] = {}     # node -> dense bytes its servers aggregate
-        self.sparse_server_bytes: Dict[str, float] = {}   # node -> sparse rows' bytes its servers merge
-        self.sparse_apply_bytes: Dict[str, float] = {}    # node -> other replicas' rows its replicas apply
-        self.waits: Dict[Tuple[str, str], int] = {}   # (reader, server node) -> pieces R waits on S for
-        self._sent, self._received, self._local = {}, {}, {}
-        self._pulled = {}   # (node, 0: sent / 1: received) -> bytes of pulls (``pulled``)
-
-    def add(self, transport, src, dst, nbytes, messages=1, pull=False):
-        """``pull``: bytes a node reads from a server before its compute (a variable, a proxy, a relayed mean),
-        which cannot overlap the pushes after it (``pulled``)."""
-        # the search calls this millions of times: no object is made for a link or total that exists
-        if pull and src != dst:
-            self._pulled[(src, 0)] = self._pulled.get((src, 0), 0.0) + nbytes
-            self._pulled[(dst, 1)] = self._pulled.get((dst, 1), 0.0) + nbytes
-        key = (transport, src, dst)
-        link = self.links.get(key)
-        if link is None:
-            link = self.links[key] = Link()
-        link.bytes += nbytes
-        link.messages += messages
-        if src == dst:
-            self._local[src] = self._local.get(src, 0.0) + nbytes
-            return
-        for totals, node in ((self._sent, src), (self._received, dst)):
-            total = totals.get((node, transport))
-            if total is None:
-                total = totals[(node, transport)] = [0.0, 0]
-            total[0] += nbytes
-            total[1] += messages
-
-    def sent(self, node, transport):
-        """``(bytes, messages)`` ``node`` sends to other nodes over ``transport``."""
-        return tuple(self._sent.get((node, transport), (0.0, 0)))
-
-    def received(self, node, transport):
-        return tuple(self._received.get((node, transport), (0.0, 0)))
-
-    def pulled(self, node):
-        """``(bytes sent, bytes received)`` of ``node``'s RPC traffic that are pulls. A synchronous step pulls
-        before its compute and pushes after it: a node's link carries the two one after the other, each
-        both ways at once (a PS node on two nodes pulls M, then pushes M: 2 M; with the variables spread
-        over both, each link carries M/2 each way in each phase: M)."""
-        return self._pulled.get((node, 0), 0.0), self._pulled.get((node, 1), 0.0)
-
-    def local_bytes(self, node):
-        """Bytes copied inside ``node`` (a replica and a server, or two replicas, of one node)."""
-        return self._local.get(node, 0.0)
-
-    def exchanges(self):
-        """The transports whose protocol exchanges with another node in one step: ``RPC`` (a synchronous
-        parameter server's pull, push, take and release token, ``kernel/synchronization/ps.py``) and
-        ``COLLECTIVE`` (a ring), in that order."""
-        return tuple(t for t in (RPC, COLLECTIVE)
-                     if any(total[0] > 0 for (_, transport), total in self._sent.items() if transport == t))
-
-    def waiting(self):
-        """Whether some node's reads wait for another node's compute (``waits``, module docstring)."""
-        return any(count > 0 for count in self.waits.values())
-
-    def nodes(self):
-        found = {s for _, s, _ in self.links} | {d for _, _, d in self.links} | set(self.server_bytes)
-        found |= set(self.sparse_server_bytes) | set(self.sparse_apply_bytes)
-        return sorted(found)
 
 
 def wire_bytes(sync, var, nbytes, sparse_rows=None):
@@ -210,7 +132,13 @@ def _cpu_nodes(replicas):
     return frozenset(node for node, replica in _first_replicas(replicas).items() if is_cpu(replica))
 
 
-def _ps(traffic, replicas, sync, message, scale, sparse, piece_bytes):
+def fused_messages(traffic, replicas, server, buckets, scale=1):
+    """Add (``scale=-1``: take back) the one message per node and fused push to the ``server`` node."""
+    for node, _ in _replica_nodes(tuple(replicas)):
+        traffic.add(RPC, node, server, 0.0, scale * buckets)
+
+
+def _ps(traffic, replicas, sync, message, scale, sparse, piece_bytes, fused=False):
     server = node_of(sync.destination)
     replicas = tuple(replicas)
     nodes = _replica_nodes(replicas)
@@ -218,7 +146,7 @@ def _ps(traffic, replicas, sync, message, scale, sparse, piece_bytes):
     for node, count in nodes:
         if count > 1:   # the node's replicas sum their gradients first (kernel: reduce_locally)
             traffic.add(RPC, node, node, scale * (count - 1) * message, scale * (count - 1))
-        traffic.add(RPC, node, server, scale * message, scale)
+        traffic.add(RPC, node, server, scale * message, 0 if fused else scale)   # a fused push: fused_messages
         if sync.proxy and keeps_proxy(_first_replicas(replicas)[node], sync.destination):
             traffic.add(RPC, server, node, scale * piece_bytes, scale, pull=True)
             traffic.add(RPC, node, node, scale * piece_bytes, scale)
@@ -268,20 +196,25 @@ def _relay(traffic, replicas, hub, message, scale, sparse):
         work[hub] = work.get(hub, 0.0) + scale * len(_replica_nodes(tuple(replicas))) * message
 
 
-def add_entry(traffic, entry, var, replicas, rows=None, scale=1, group_bytes=None, hub=None):
+def add_entry(traffic, entry, var, replicas, rows=None, scale=1, group_bytes=None, hub=None, fused=None):
     """Add (``scale=-1``: take back) one variable entry's traffic; returns ``{group: rings}`` of its
     dense all-reduced pieces, whose bytes are added here and whose messages count once per group
     (``group_messages``). ``group_bytes``, when given, sums each group's uncompressed bytes (a
     compressed piece makes its group's infinite: the kernel gathers only uncompressed buckets).
-    ``hub``: the chief's node when the plan's all-reduce is relayed (``relayed``), else None."""
+    ``hub``: the chief's node when the plan's all-reduce is relayed (``relayed``), else None.
+    ``fused``: a :class:`FusedPushes` that decides which pieces are pushed fused and holds them (their
+    messages are the buckets', ``fused_messages``), or None: every piece pushed alone."""
     n = len(replicas)
     groups = {}
-    for _, sync, nbytes in pieces(entry, var):
+    for name, sync, nbytes in pieces(entry, var):
         if sync is None:
             continue
         message = wire_bytes(sync, var, nbytes, rows)
         if sync.kind == "ps":
-            _ps(traffic, replicas, sync, message, scale, var is not None and var.is_sparse, float(nbytes))
+            joins = fused is not None and fused.joins(name, sync, var, message)
+            if joins:
+                fused.add(sync, var, message, scale)
+            _ps(traffic, replicas, sync, message, scale, var is not None and var.is_sparse, float(nbytes), joins)
         elif hub is not None:
             sparse = var is not None and var.is_sparse
             _relay(traffic, replicas, hub, message, scale, sparse)
@@ -342,9 +275,49 @@ def step_traffic(strategy, variables, sparse_rows=None, chief=None, relay=None):
     groups, group_bytes = {}, {}
     relay = relayed(entries.variables.values(), entries.replicas) if relay is None else relay
     hub = (chief or node_of(entries.replicas[0])) if relay and entries.replicas else None
+    fused, buckets = plan_fused_pushes(entries, by_name)
     for entry in entries.variables.values():
         for group, rings in add_entry(traffic, entry, by_name.get(entry.var_name), entries.replicas,
-                                      rows.get(entry.var_name), group_bytes=group_bytes, hub=hub).items():
+                                      rows.get(entry.var_name), group_bytes=group_bytes, hub=hub,
+                                      fused=fused).items():
             groups[group] = max(groups.get(group, 0), rings)
     group_messages(traffic, entries.replicas, groups, group_bytes, hub)
+    for server, count in sorted(buckets.items()):
+        fused_messages(traffic, entries.replicas, server, count)
+    traffic.last_bucket = _last_bucket(entries, by_name, group_bytes, hub)
     return traffic
+
+
+def _last_bucket(entries, by_name, group_bytes, hub):
+    """``(bytes, replicas)`` of the dense all-reduce group of the plan's first all-reduced variable (backprop
+    computes the first layers' gradients last), or None (no such group, relayed, or of unknown size)."""
+    if hub is not None:
+        return None
+    for entry in entries.variables.values():
+        var = by_name.get(entry.var_name)
+        for _, sync, _ in pieces(entry, var):
+            if sync is not None and sync.kind == "ar" and not (var is not None and var.is_sparse):
+                nbytes = group_bytes.get(sync.group)
+                return (nbytes, len(entries.replicas)) if nbytes is not None and math.isfinite(nbytes) else None
+    return None
+
+
+def plan_fused_pushes(entries, by_name):
+    """The plan's fused pushes as the kernel packs them (``contract.fused_pushes`` over its parameter-server
+    pieces in plan order): a :class:`FusedPushes` of their names, and ``{server node: buckets}``."""
+    found, destinations = [], {}
+    for entry in entries.variables.values():
+        var = by_name.get(entry.var_name)
+        for name, sync, nbytes in pieces(entry, var):
+            if sync is None or sync.kind != "ps":
+                continue
+            message = wire_bytes(sync, var, nbytes)
+            dtype = (var.grad_dtype or var.dtype) if var is not None else ""
+            found.append((name, sync.destination, dtype, message, fusable(sync, var, message)))
+            destinations[name] = node_of(sync.destination)
+    buckets = fused_pushes(found)
+    server_of = {number: destinations[name] for name, number in buckets.items()}
+    per_server = {}
+    for server in server_of.values():
+        per_server[server] = per_server.get(server, 0) + 1
+    return FusedPushes(names=frozenset(buckets)), per_server

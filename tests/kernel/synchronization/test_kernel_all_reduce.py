@@ -70,7 +70,7 @@ def _assert_one_collective_per_group_and_replica(found, nodes):
     for device, key in found:
         by_key.setdefault(key, []).append(device)
     assert sorted(sorted(v) for v in by_key.values()) == [[T0C0, T0C1], [T0C0, T0C1]]
-    flat = nodes["AutoDist-AllReduce/group_0/AutoDist-Replica-1/flat"]
+    flat = nodes["AutoDist-AllReduce/group_0/AutoDist-Replica-1/pack"]
     assert flat.op == "ConcatV2" and len([i for i in flat.input if not i.startswith("^")]) == 3  # 2 + axis
 
 

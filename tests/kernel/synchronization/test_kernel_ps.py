@@ -178,6 +178,35 @@ def test_sync_across_two_nodes_with_a_proxy_where_the_variable_is_remote(cluster
     np.testing.assert_allclose(fresh, other.rows(other.assignment.local[0], batch["x:0"]) @ server_w, rtol=1e-6)
 
 
+def test_small_dense_gradients_bound_for_one_server_are_pushed_together(cluster):
+    """w and b (a few bytes each, both on the chief's server) travel as one packed vector through one
+    accumulator (contract.fused_pushes); the chief splits the mean back; training equals one device's."""
+    strategy = make_strategy([T0C0, T0C1, T1C0], ps={"w": dict(device=T0C0, sync=True, proxy=True),
+                                                     "b": dict(device=T0C0, sync=True),
+                                                     "emb": dict(device=T0C0, sync=True)})
+    results = transform_job(_model, strategy, num_tasks=2)
+    chief_nodes, other_nodes = (nodes_by_name(r.item.graph_def) for r in results)
+    for nodes in (chief_nodes, other_nodes):
+        accumulators = {n.name for n in nodes.values() if n.op.endswith("ConditionalAccumulator")}
+        assert accumulators == {"AutoDist-PS-Fused/0/acc"}, "no accumulator of its own for w or b"
+        packed = nodes["AutoDist-PS-Fused/0/pack"]
+        assert packed.op == "ConcatV2" and packed.device == (T1C0 if nodes is other_nodes else T0C0)
+        assert "AutoDist-PS-Fused/0/pack:0" in nodes["AutoDist-PS-Fused/0/push"].input
+    assert chief_nodes["AutoDist-PS-Fused/0/unpack"].op == "SplitV"
+    assert "AutoDist-PS-Fused/0/unpack" not in other_nodes, "only the chief takes and applies"
+    assert other_nodes["AutoDist-PS/emb/accumulator/push"].op == "QueueEnqueueV2", "sparse rows travel alone"
+
+    chief, other = cluster(2).open_job(results)
+    want = _reference(3)
+    for step in range(3):
+        batch = _batch(step)
+        parallel([lambda: chief.train_global(batch), lambda: other.train_global(batch)])
+        np.testing.assert_allclose(chief.read("w"), want[step][0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(chief.read("b"), want[step][1], rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(other.read("AutoDist-Proxy/w/proxy"), chief.read("w"))
+    np.testing.assert_allclose(other.read("emb"), want[-1][2], rtol=1e-5, atol=1e-6)
+
+
 def test_no_proxy_on_the_cpus_of_the_node_that_holds_the_variable(cluster):
     item, _ = capture(_model)
     result = transform(item, make_strategy([T0C0, T0C1], ps={"w": dict(device=T0C1, proxy=True),

@@ -53,6 +53,20 @@ def test_ps_push_and_pull_per_link():
     assert traffic.local_bytes(A) == 8000.0 and traffic.local_bytes(B) == 0
 
 
+def test_small_pushes_to_one_server_cost_one_message_per_bucket():
+    """The kernel packs small dense synchronous pushes bound for one server (contract.fused_pushes): their
+    bytes cross as before, in one message per node and bucket; a large variable still pushes alone."""
+    spec = _spec_from([(A, (), (0,)), (B, (), (0,))])
+    small = [_var("s{}".format(i), [16]) for i in range(3)]   # 64 bytes each
+    big = _var("big", [100000])                                # 400 kB: past FUSED_PUSH_BYTES
+    variables = small + [big]
+    traffic = step_traffic(PS().build_from_variables(variables, spec), variables)
+    assert _links(traffic)[(RPC, B, A)] == (3 * 64.0 + 400000.0, 2), "one fused push and the large one"
+    assert _links(traffic)[(RPC, A, B)] == (3 * 64.0 + 400000.0, 4), "every variable is still pulled alone"
+    async_plan = PS(sync=False).build_from_variables(variables, spec)
+    assert _links(step_traffic(async_plan, variables))[(RPC, B, A)][1] == 4, "asynchronous pushes are not fused"
+
+
 def test_ps_sums_a_nodes_replicas_before_pushing():
     spec = _spec_from([(A, (), (0, 1)), (B, (), (0,))])   # A runs two replicas, the server is B:CPU:0
     w = _var("W", [1000])
@@ -124,6 +138,20 @@ def test_overlap_hides_communication_under_backprop_only():
     assert exposed_comm_s(3.0, 3.0, 1.0) == pytest.approx(1.0)        # 2 of 3 s hidden
     assert exposed_comm_s(3.0, 3.0, 0.5) == pytest.approx(2.0)
     assert exposed_comm_s(3.0, 3.0, 0.0) == 3.0
+
+
+def test_the_last_bucket_never_hides():
+    """Backprop makes the first layers' gradients last: their bucket's ring runs after it, whatever it hid."""
+    assert exposed_comm_s(1.0, 3.0, 1.0, last_s=0.4) == pytest.approx(0.4)
+    assert exposed_comm_s(3.0, 3.0, 1.0, last_s=0.4) == pytest.approx(1.0), "already more exposed"
+    assert exposed_comm_s(1.0, 3.0, 1.0, last_s=5.0) == pytest.approx(1.0), "never more than all of it"
+    assert exposed_comm_s(1.0, 3.0, 0.0, last_s=0.4) == 1.0, "nothing hides on CPUs anyway"
+    spec = _spec_from([(A, (0,), ()), (B, (0,), ())])
+    variables = [_var("w{}".format(i), [1 << 18]) for i in range(8)]   # 1 MiB each, w0 first
+    from autodist.strategies import AllReduce
+    one = step_traffic(AllReduce(bucket_bytes=None).build_from_variables(variables, spec), variables)
+    small = step_traffic(AllReduce(bucket_bytes=2 << 20).build_from_variables(variables, spec), variables)
+    assert one.last_bucket == (8 << 20, 2) and small.last_bucket == (2 << 20, 2)
 
 
 def test_prediction_of_a_ps_plan_by_hand():

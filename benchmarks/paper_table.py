@@ -1,0 +1,204 @@
+"""The paper's table, emulated: six model families on 2, 4 and 8 hosts of an ``autodist cluster`` (issue 40).
+
+    sudo python benchmarks/paper_table.py                        # every family, 2 4 8 hosts, every plan, 2 rounds
+    sudo python benchmarks/paper_table.py --smoke                # 2 hosts, ncf and vgg16, 3 configs: minutes
+    sudo python benchmarks/paper_table.py --hosts 4 --families bert --rounds 1
+
+Root only. Families (``paper_models``): resnet101, densenet121, inception3,
+vgg16, bert (BERT-large's layers), ncf, scaled down with their variables'
+structure kept. For each number of hosts the benchmark makes one cluster
+(network namespaces, real SSH, node k pinned to core k mod the cores, one
+thread per process; ``--replicas 2``: two CPU replicas per host, and the
+anchors two worker processes per host), and for each family:
+
+1. ``compute``: one replica's step alone on one core (``cluster_step_time_run``);
+2. the link rate of the paper's compute-to-wire ratio (below), set on every
+   link (``tc tbf``, both ways), and a spec at that rate (``network_bandwidth``,
+   which AutoStrategy plans with when no probe ran; ``--calibrate`` probes it);
+3. rounds of every configuration, interleaved: the anchors (the hand-written
+   TF1 parameter server ``hand_ps``, MultiWorkerMirroredStrategy with 25 MiB
+   packs ``mwms_25mib``) and every builder and AutoStrategy.
+
+The link rate. What decides the best plan is the ratio of a step's compute to
+its time on the wire. On the paper's cluster B (AutoSync; 4 NVIDIA T4 per
+node, 50 Gbit/s) a GPU's step computes ``6 x macs x batch`` float operations
+(forward and backward) at ``T4_FLOPS`` and its node's link carries one copy of
+the gradient (the dense parameters and the sparse rows a step touches, 4 bytes
+each) at 50 Gbit/s::
+
+    ratio = (6 x macs x batch / T4_FLOPS) / (4 x (dense + sparse floats) x 8 / 50e9)
+
+    resnet101  6 x 7.8e9 x 64 / 6e12 = 499 ms,   4 x 44.5e6 x 8 / 50e9 = 28.5 ms   ratio 17.5
+    densenet121                        186 ms,                           5.1 ms   ratio 36
+    inception3                         365 ms,                          15.2 ms   ratio 24
+    vgg16                              992 ms,                          88.6 ms   ratio 11.2
+    bert       6 x 335e6 x 128 x 8 / 6e12 = 343 ms, 4 x (304e6 + 1024 x 1024) x 8 / 50e9 = 195 ms   ratio 1.76
+    ncf        6 x 0.2e6 x 8192 / 6e12 = 1.6 ms,  4 x (0.2e6 + 32768 x 96) x 8 / 50e9 = 2.1 ms   ratio 0.77
+
+On the emulated hosts a replica's step is the measured ``compute`` times the
+replicas that share its core (hosts x replicas / cores: the bound's compute),
+and its wire bytes come from the scaled model (``family_counts``); the rate
+that keeps the ratio is ``wire bytes x 8 x ratio / that compute``, at most
+``MAX_RATE`` (a faster link than the machine's cores can fill limits nothing).
+
+Columns per cell (a family at a number of hosts, a configuration): median
+step, examples/s per host, efficiency (the bound's compute over the step: 1.0
+is a step that is all compute), bytes on the busiest link per step (the larger
+of a node's bytes in and out), the row's lower bound (compute + those bytes at
+the link's rate) and the step over it, plan + transform seconds and the
+seconds to the first step (autodist), the peak memory of the fullest host,
+the ratio to the best anchor, and AutoStrategy's pick. The JSON goes to
+``benchmarks/results/<label>.json`` after every cell (a stopped run keeps what
+it measured), the tables and a plot per family to ``--out`` (``paper_table_report``).
+The clusters are removed at the end, also after a failure or Ctrl-C.
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+import _results  # noqa: E402
+from cluster_step_time import BenchCluster  # noqa: E402
+from cluster_step_time_run import COMPUTE, run_on_cluster  # noqa: E402
+from paper_models import FAMILIES, PAPER, family_counts  # noqa: E402
+from step_time_run import BUILDERS, RunFailed  # noqa: E402
+
+ANCHORS = ("hand_ps", "mwms_25mib")
+CONFIGS = ANCHORS + BUILDERS
+T4_FLOPS = 6e12          # a T4's sustained float32 training rate (8.1 TFLOP/s peak)
+PAPER_LINK = 50e9        # bit/s per node
+MAX_RATE = 10e9          # bit/s
+MIN_RATE = 10e6
+SMOKE = {"hosts": [2], "families": ["ncf", "vgg16"], "configs": ["mwms_25mib", "PSLoadBalancing", "AutoStrategy"],
+         "rounds": 1, "steps": 3, "warmup": 2}
+
+
+def paper_ratio(paper):
+    """A GPU step's compute over its gradient's time on the paper's link."""
+    compute = 6.0 * paper.macs * paper.batch / T4_FLOPS
+    wire = 4.0 * (paper.dense_params + paper.sparse_rows * paper.row_params) * 8 / PAPER_LINK
+    return compute / wire
+
+
+def wire_bytes(model):
+    """Bytes of one replica's gradient on the wire: the dense parameters and the sparse rows it touches."""
+    _, _, dense, sparse = family_counts(model)
+    return 4.0 * (dense + sparse)
+
+
+def emulated_rate(name, model, compute_s):
+    """The link rate (bit/s) that gives a step of ``compute_s`` the paper's compute-to-wire ratio."""
+    rate = wire_bytes(model) * 8 * paper_ratio(PAPER[name]) / compute_s
+    return min(MAX_RATE, max(MIN_RATE, rate))
+
+
+def sharing(hosts, replicas, cores):
+    """Replicas per core when every host's replicas run on its one core and hosts share the cores."""
+    return max(1.0, hosts * replicas / len(cores))
+
+
+def run_cell(cluster, cell, args, save):
+    """One family (``cell["family"]``) on one cluster: compute, rate, then every configuration in rounds, filling
+    ``cell`` as the runs come (``save()`` after each)."""
+    name = cell["family"]
+    model = FAMILIES[name]
+    cell.update(hosts=cluster.nodes, replicas=cluster.replicas, batch=model.batch, runs={}, errors={})
+    compute = run_on_cluster(cluster, name, COMPUTE, args)
+    cell["compute_ms"] = statistics.median(compute["ms"])
+    cell["shared_compute_ms"] = cell["compute_ms"] * sharing(cluster.nodes, cluster.replicas, args.cores)
+    cell["paper_ratio"] = paper_ratio(PAPER[name])
+    cell["wire_bytes"] = wire_bytes(model)
+    cell["rate"] = emulated_rate(name, model, cell["shared_compute_ms"] / 1e3)
+    cluster.reshape(cell["rate"])
+    cluster.use_spec("{}-{}".format(name, cluster.nodes))
+    print("{} on {} hosts: compute {:.1f} ms ({:.1f} ms shared), links at {:.0f} Mbit/s".format(
+        name, cluster.nodes, cell["compute_ms"], cell["shared_compute_ms"], cell["rate"] / 1e6), flush=True)
+    if args.calibrate:
+        cell["calibration"] = cluster.calibrate()
+    for round_index in range(1, args.rounds + 1):
+        for config in args.configs:
+            print("[{} hosts, {}, round {}/{}] {} ...".format(cluster.nodes, name, round_index, args.rounds, config),
+                  end=" ", flush=True)
+            started = time.monotonic()
+            try:
+                result = run_on_cluster(cluster, name, config, args)
+            except (RunFailed, OSError, subprocess.SubprocessError, ValueError) as e:
+                cell["errors"].setdefault(config, []).append("round {}: {}".format(round_index, e))
+                print("FAILED: {}".format(str(e)[:300]), flush=True)
+                continue
+            cell["runs"].setdefault(config, []).append(result)
+            print("median {:.1f} ms ({:.0f} s)".format(statistics.median(result["ms"]), time.monotonic() - started),
+                  flush=True)
+            save()
+
+
+def _parser():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hosts", type=int, nargs="+", default=[2, 4, 8])
+    parser.add_argument("--families", nargs="+", default=list(FAMILIES), choices=list(FAMILIES))
+    parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
+    parser.add_argument("--replicas", type=int, default=1, choices=(1, 2), help="CPU replicas per host")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=6, help="timed steps per run")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps before them")
+    parser.add_argument("--calibrate", action="store_true", help="probe every cell's cluster (autodist calibrate)")
+    parser.add_argument("--smoke", action="store_true", help="a few minutes: " + ", ".join(
+        "{} {}".format(k, v) for k, v in SMOKE.items()))
+    parser.add_argument("--threads", type=int, default=1, help="intra- and inter-op threads per process")
+    parser.add_argument("--pin", action=argparse.BooleanOptionalAction, default=True, help="node k on core k")
+    parser.add_argument("--timeout", type=float, default=900.0, help="s one run may take")
+    parser.add_argument("--label", default=None, help="results name (default paper_table, paper_table_smoke)")
+    parser.add_argument("--out", default=None, help="directory of the tables and plots (default benchmarks/results)")
+    parser.add_argument("--results-dir", default=None)
+    return parser
+
+
+def main(argv=None):
+    args = _parser().parse_args(argv)
+    if args.smoke:
+        for key, value in SMOKE.items():
+            setattr(args, key, value)
+    args.label = args.label or ("paper_table_smoke" if args.smoke else "paper_table")
+    if os.geteuid() != 0:
+        print("paper_table: autodist cluster needs root", file=sys.stderr)
+        return 2
+    if args.results_dir:
+        _results.RESULTS_DIR = args.results_dir
+    args.cores, args.package_root = sorted(os.sched_getaffinity(0)), REPO
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")   # family_counts imports TensorFlow in this process
+    out = args.out or _results.RESULTS_DIR
+    record = {"cells": [], "load_start": os.getloadavg(), "argv": sys.argv[1:] if argv is None else argv,
+              "replicas": args.replicas, "cores": len(args.cores), "interrupted": False}
+
+    def save():
+        record["load_end"] = os.getloadavg()
+        _results.save(args.label, record)
+
+    directory = os.path.join(_results.RESULTS_DIR, "specs")
+    os.makedirs(directory, exist_ok=True)
+    try:
+        for hosts in args.hosts:
+            with BenchCluster("1gbit", args, directory, nodes=hosts, replicas=args.replicas) as cluster:
+                for name in args.families:
+                    record["cells"].append({"family": name})
+                    run_cell(cluster, record["cells"][-1], args, save)
+                    save()
+    except KeyboardInterrupt:
+        record["interrupted"] = True
+        print("\ninterrupted; the cluster was removed; results so far follow")
+    record["cells"] = [c for c in record["cells"] if "compute_ms" in c]
+    save()
+    from paper_table_report import report
+    report(record, out, args.label)
+    return 130 if record["interrupted"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

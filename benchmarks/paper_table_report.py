@@ -1,0 +1,174 @@
+"""The paper table's rows, goals, text table, Markdown and plots, from ``paper_table.py``'s record.
+
+    report(record, out_dir, label)    prints every cell's table and the goals, writes <label>.md and one
+                                      <label>-<family>.png per family (examples/s per host and efficiency
+                                      against hosts, one line per plan, the anchors dashed)
+
+A row is one configuration of one cell (a family at a number of hosts), over
+every round's timed steps; see ``paper_table``'s docstring for the columns.
+"""
+import os
+import statistics
+
+ANCHORS = ("hand_ps", "mwms_25mib")
+SPARSE = ("bert", "ncf")
+GOALS = {"auto": 1.05, "sparse": 1.0 / 1.3, "dense": 1.0, "bound": 1.2}
+
+__all__ = ["cell_rows", "goals", "report"]
+
+
+def _median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def _busiest(run):
+    steps = max(1, len(run["ms"]))
+    return max(max(moved) for moved in run["node_bytes"].values()) / steps
+
+
+def _row(cell, config, runs):
+    ms = [t for run in runs for t in run["ms"]]
+    step = statistics.median(ms)
+    busiest = _median([_busiest(run) for run in runs])
+    bound = cell["shared_compute_ms"] + 1e3 * busiest * 8 / cell["rate"]
+    ready = [run.get("ready", {}) for run in runs]
+    plan = _median([r.get("plan_s", 0.0) + r.get("transform_s", 0.0) if "plan_s" in r else None for r in ready])
+    chosen = sorted({r["chosen"] for r in ready if r.get("chosen")})
+    return {"config": config, "median_ms": step, "rounds": len(runs),
+            "examples_per_s_per_host": 1e3 * cell["replicas"] * cell["batch"] / step,
+            "efficiency": cell["shared_compute_ms"] / step, "busiest_bytes": busiest, "bound_ms": bound,
+            "x_bound": step / bound, "plan_transform_s": plan, "startup_s": _median([r.get("startup_s") for r in ready]),
+            "peak_rss_bytes": max(max(run.get("peak_rss", {0: 0}).values()) for run in runs),
+            "chosen": "/".join(chosen) or None, "errors": cell["errors"].get(config, [])}
+
+
+def cell_rows(cell):
+    """The cell's rows, each with ``ratio``: its step over the best anchor's."""
+    rows = [_row(cell, config, runs) for config, runs in cell["runs"].items() if runs]
+    anchors = [r["median_ms"] for r in rows if r["config"] in ANCHORS]
+    best = min(anchors) if anchors else None
+    for row in rows:
+        row["ratio"] = row["median_ms"] / best if best else None
+    failed = [c for c in cell["errors"] if c not in cell["runs"]]
+    return rows + [{"config": c, "median_ms": None, "errors": cell["errors"][c]} for c in failed]
+
+
+def goals(cells):
+    """``[(goal, value, met)]`` of issue 40 over the cells that have the rows to judge."""
+    found = []
+    for cell in cells:
+        rows = {r["config"]: r for r in cell_rows(cell) if r["median_ms"] is not None}
+        where = "{} on {} hosts".format(cell["family"], cell["hosts"])
+        builders = [r for c, r in rows.items() if c not in ANCHORS and c != "AutoStrategy"]
+        best = min(builders, key=lambda r: r["median_ms"]) if builders else None
+        if best and "AutoStrategy" in rows:
+            value = rows["AutoStrategy"]["median_ms"] / best["median_ms"]
+            found.append(("{}: AutoStrategy / best builder ({}) <= {}".format(where, best["config"], GOALS["auto"]),
+                          value, value <= GOALS["auto"]))
+        plans = builders + ([rows["AutoStrategy"]] if "AutoStrategy" in rows else [])
+        anchors = [r for c, r in rows.items() if c in ANCHORS]
+        if plans and anchors and cell["hosts"] >= 4:
+            value = min(r["median_ms"] for r in plans) / min(r["median_ms"] for r in anchors)
+            want = GOALS["sparse"] if cell["family"] in SPARSE else GOALS["dense"]
+            found.append(("{}: best plan / best anchor <= {:.2f}".format(where, want), value, value <= want))
+        for row in rows.values():
+            found.append(("{}: {} / its lower bound <= {}".format(where, row["config"], GOALS["bound"]),
+                          row["x_bound"], row["x_bound"] <= GOALS["bound"]))
+    return found
+
+
+_COLUMNS = (("config", "{}", 20), ("median_ms", "{:.1f}", 10), ("examples_per_s_per_host", "{:.1f}", 9),
+            ("efficiency", "{:.2f}", 5), ("busiest_bytes", "{:.3g}", 9), ("bound_ms", "{:.1f}", 9),
+            ("x_bound", "{:.2f}", 6), ("plan_transform_s", "{:.2f}", 7), ("startup_s", "{:.1f}", 7),
+            ("peak_rss_bytes", "{:.3g}", 9), ("ratio", "{:.2f}", 6), ("chosen", "{}", 16))
+_HEADS = ("config", "ms/step", "ex/s/host", "eff", "busiest B", "bound ms", "x bnd", "plan s", "start s",
+          "peak mem", "ratio", "AutoStrategy")
+
+
+def _cells_text(row):
+    return [("-" if row.get(key) is None else fmt.format(row[key])) for key, fmt, _ in _COLUMNS]
+
+
+def table_text(cell):
+    lines = ["{} on {} hosts x {} replica(s): compute {:.1f} ms ({:.1f} shared), links {:.0f} Mbit/s, "
+             "paper ratio {:.2f}".format(cell["family"], cell["hosts"], cell["replicas"], cell["compute_ms"],
+                                         cell["shared_compute_ms"], cell["rate"] / 1e6, cell["paper_ratio"])]
+    lines.append(" ".join("{:>{}}".format(h, w) if i else "{:<{}}".format(h, w)
+                          for i, (h, (_, _, w)) in enumerate(zip(_HEADS, _COLUMNS))))
+    for row in cell_rows(cell):
+        texts = _cells_text(row)
+        lines.append(" ".join("{:>{}}".format(t, w) if i else "{:<{}}".format(t, w)
+                              for i, (t, (_, _, w)) in enumerate(zip(texts, _COLUMNS))))
+        lines += ["    ! " + e[:300] for e in row.get("errors") or ()]
+    return "\n".join(lines)
+
+
+def markdown(cells, checked):
+    out = []
+    for cell in cells:
+        out.append("### {} on {} hosts ({} replica(s) each; links {:.0f} Mbit/s; compute {:.1f} ms, {:.1f} shared)"
+                   .format(cell["family"], cell["hosts"], cell["replicas"], cell["rate"] / 1e6, cell["compute_ms"],
+                           cell["shared_compute_ms"]))
+        out.append("")
+        out.append("| " + " | ".join(_HEADS) + " |")
+        out.append("|" + "---|" * len(_HEADS))
+        out += ["| " + " | ".join(_cells_text(row)) + " |" for row in cell_rows(cell) if row["median_ms"] is not None]
+        out.append("")
+    out.append("| goal | value | met |")
+    out.append("|---|---:|---|")
+    out += ["| {} | {:.3f} | {} |".format(goal, value, "yes" if met else "**no**") for goal, value, met in checked]
+    return "\n".join(out) + "\n"
+
+
+def plot(cells, family, path):
+    """Examples/s per host and efficiency against hosts, one line per plan; the anchors dashed."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    mine = sorted((c for c in cells if c["family"] == family), key=lambda c: c["hosts"])
+    series = {}
+    for cell in mine:
+        for row in cell_rows(cell):
+            if row["median_ms"] is not None:
+                series.setdefault(row["config"], []).append((cell["hosts"], row["examples_per_s_per_host"],
+                                                             row["efficiency"]))
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for config, points in sorted(series.items()):
+        hosts, rate, efficiency = zip(*points)
+        style = dict(linestyle="--", marker="s", linewidth=2) if config in ANCHORS else dict(linestyle="-", marker="o")
+        left.plot(hosts, rate, label=config, **style)
+        right.plot(hosts, efficiency, label=config, **style)
+    for axis, title in ((left, "examples/s per host"), (right, "efficiency (compute share of a step)")):
+        axis.set_xlabel("hosts")
+        axis.set_title(title)
+        axis.set_xticks(sorted({c["hosts"] for c in mine}))
+        axis.grid(alpha=0.3)
+    left.set_ylim(bottom=0)
+    right.set_ylim(0, 1.05)
+    handles, labels = left.get_legend_handles_labels()   # below the axes: a legend inside hides the top points
+    figure.legend(handles, labels, loc="lower center", ncol=min(6, max(1, len(labels))), fontsize=7)
+    figure.suptitle("{} (emulated at the paper's compute-to-wire ratio)".format(family))
+    figure.tight_layout(rect=(0, 0.1 + 0.04 * (len(labels) > 6), 1, 1))
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def report(record, out_dir, label):
+    """Print the tables and goals; write ``<label>.md`` and the plots into ``out_dir``; returns their paths."""
+    cells = record["cells"]
+    for cell in cells:
+        print("\n" + table_text(cell))
+    checked = goals(cells)
+    print("\ngoals (issue 40):")
+    for goal, value, met in checked:
+        print("  {:<78} {:>7.3f}  {}".format(goal, value, "met" if met else "NOT met"))
+    os.makedirs(out_dir, exist_ok=True)
+    paths = [os.path.join(out_dir, label + ".md")]
+    with open(paths[0], "w") as handle:
+        handle.write(markdown(cells, checked))
+    for family in sorted({c["family"] for c in cells}):
+        paths.append(plot(cells, family, os.path.join(out_dir, "{}-{}.png".format(label, family))))
+    print("\n" + "\n".join("wrote " + p for p in paths))
+    return paths

@@ -1,0 +1,117 @@
+"""benchmarks/paper_table.py: the link-rate arithmetic, the rows and goals, the report; a --smoke run on a cluster."""
+import importlib
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+BENCHMARKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks")
+TABLE = ".md"   # the suffix of the report's table
+SCRIPT = os.path.join(BENCHMARKS, "paper_table.py")
+
+
+@pytest.fixture
+def bench(monkeypatch):
+    monkeypatch.syspath_prepend(BENCHMARKS)
+    return importlib.import_module("paper_table")
+
+
+def test_the_paper_ratios_are_the_docstrings(bench):
+    """The compute-to-wire ratios of the paper's cluster, as the docstring's arithmetic states them."""
+    ratios = {name: bench.paper_ratio(paper) for name, paper in bench.PAPER.items()}
+    stated = {"resnet101": 17.5, "densenet121": 36, "inception3": 24, "vgg16": 11.2, "bert": 1.76, "ncf": 0.77}
+    assert ratios == pytest.approx(stated, rel=0.02)
+    for name, value in stated.items():
+        assert "ratio {}".format(value) in bench.__doc__, name
+
+
+def test_the_emulated_rate_keeps_the_ratio_and_its_bounds(bench, monkeypatch):
+    monkeypatch.setattr(bench, "wire_bytes", lambda model: 1e6)
+    ratio = bench.paper_ratio(bench.PAPER["bert"])
+    assert bench.emulated_rate("bert", None, 0.1) == pytest.approx(1e6 * 8 * ratio / 0.1)
+    assert bench.emulated_rate("bert", None, 1e-6) == bench.MAX_RATE
+    assert bench.emulated_rate("bert", None, 1e6) == bench.MIN_RATE
+    assert bench.sharing(8, 1, [0, 1]) == 4 and bench.sharing(2, 2, [0, 1]) == 2 and bench.sharing(1, 1, [0, 1]) == 1
+
+
+def _run(ms, busiest, rss=1e9, **ready):
+    return {"ms": ms, "node_bytes": {"10.0.0.1": [busiest * len(ms), 1.0], "10.0.0.2": [1.0, 2.0]},
+            "peak_rss": {"10.0.0.1": rss, "10.0.0.2": rss / 2}, "ready": ready}
+
+
+def _cell(family="bert", hosts=4):
+    return {"family": family, "hosts": hosts, "replicas": 1, "batch": 8, "compute_ms": 50.0,
+            "shared_compute_ms": 100.0, "rate": 8e8, "paper_ratio": 1.76, "errors": {"PS": ["round 1: no 'ready'"]},
+            "runs": {"hand_ps": [_run([300.0, 310.0], 2e6)], "mwms_25mib": [_run([200.0], 1e7)],
+                     "PSLoadBalancing": [_run([150.0], 4e6, plan_s=1.0, transform_s=2.0, startup_s=30.0)],
+                     "AutoStrategy": [_run([140.0], 4e6, plan_s=1.5, transform_s=2.0, startup_s=40.0,
+                                           chosen="Parallax")]}}
+
+
+def test_rows_carry_the_issues_columns(monkeypatch):
+    monkeypatch.syspath_prepend(BENCHMARKS)
+    from paper_table_report import cell_rows
+    rows = {row["config"]: row for row in cell_rows(_cell())}
+    auto = rows["AutoStrategy"]
+    assert auto["examples_per_s_per_host"] == pytest.approx(8 / 0.140)
+    assert auto["efficiency"] == pytest.approx(100 / 140)
+    assert auto["bound_ms"] == pytest.approx(100 + 1e3 * 4e6 * 8 / 8e8) and auto["x_bound"] == pytest.approx(140 / 140)
+    assert auto["plan_transform_s"] == 3.5 and auto["startup_s"] == 40.0 and auto["chosen"] == "Parallax"
+    assert auto["peak_rss_bytes"] == 1e9 and auto["ratio"] == pytest.approx(140 / 200)
+    assert rows["hand_ps"]["median_ms"] == 305.0 and rows["hand_ps"]["plan_transform_s"] is None
+    assert rows["PS"]["median_ms"] is None and rows["PS"]["errors"] == ["round 1: no 'ready'"]
+
+
+def test_goals_follow_the_issue(monkeypatch):
+    monkeypatch.syspath_prepend(BENCHMARKS)
+    from paper_table_report import goals
+    found = {goal: (value, met) for goal, value, met in goals([_cell(), _cell("vgg16", 2)])}
+    assert found["bert on 4 hosts: AutoStrategy / best builder (PSLoadBalancing) <= 1.05"] == (pytest.approx(140 / 150),
+                                                                                               True)
+    assert found["bert on 4 hosts: best plan / best anchor <= 0.77"] == (pytest.approx(0.7), True)
+    assert not any(goal.startswith("vgg16 on 2 hosts: best plan") for goal in found), "4 and 8 hosts only"
+    assert found["bert on 4 hosts: hand_ps / its lower bound <= 1.2"][1] is False
+
+
+def test_the_report_writes_a_table_and_a_plot_per_family(monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(BENCHMARKS)
+    from paper_table_report import report
+    paths = report({"cells": [_cell(), _cell(hosts=8), _cell("vgg16", 2)]}, str(tmp_path), "t")
+    table = "t" + TABLE   # the report's own file, not a document the tree cites (tests/test_references.py)
+    assert sorted(os.path.basename(p) for p in paths) == ["t-bert.png", "t-vgg16.png", table]
+    text = (tmp_path / table).read_text()
+    assert "### bert on 8 hosts" in text and "| AutoStrategy | 140.0 |" in text
+    assert (tmp_path / "t-bert.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_smoke_run_makes_the_table_and_removes_its_cluster(tmp_path, monkeypatch):
+    import tiers
+    monkeypatch.syspath_prepend(os.path.join(os.path.dirname(os.path.abspath(__file__)), "multihost"))
+    from clustertools import cannot_make_reason
+    reason = cannot_make_reason()
+    if reason:
+        tiers.unavailable("cluster", reason)
+    argv = [sys.executable, SCRIPT, "--smoke", "--timeout", "400", "--results-dir", str(tmp_path), "--out",
+            str(tmp_path), "--label", "smoke"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
+    names = set(re.findall(r"cluster '(bench\d+)'", done.stdout))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    record = json.loads((tmp_path / "smoke.json").read_text())["results"]
+    cells = {(c["family"], c["hosts"]): c for c in record["cells"]}
+    assert set(cells) == {("ncf", 2), ("vgg16", 2)}
+    for cell in cells.values():
+        assert cell["compute_ms"] > 0 and cell["rate"] > 0 and not cell["errors"], cell["errors"]
+        assert sorted(cell["runs"]) == sorted(["mwms_25mib", "PSLoadBalancing", "AutoStrategy"])
+        auto = cell["runs"]["AutoStrategy"][0]
+        assert auto["ready"]["chosen"] and auto["ready"]["plan_s"] > 0 and auto["ready"]["transform_s"] > 0
+        assert all(len(run["node_bytes"]) == 2 and all(run["peak_rss"].values()) for runs in cell["runs"].values()
+                   for run in runs)
+    assert {p.name for p in tmp_path.iterdir()} >= {"smoke" + TABLE, "smoke-ncf.png", "smoke-vgg16.png"}
+    assert "goals (issue 40)" in done.stdout and "Traceback" not in done.stdout
+    left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30).stdout
+    assert names and not any("autodist-{}-".format(name) in left for name in names), left
