@@ -26,7 +26,8 @@ node starts from the chief's values, broadcast), seeds, devices, resource names 
 ``container``: a lookup table's holds a random UUID), the values of string
 constants and of constants of more than ``SMALL_CONSTANT`` elements (file
 names, log directories, data; their dtype and shape count), and the numbers
-TensorFlow appends to the names of the functions it traces and of the gradients
+TensorFlow appends to the names of the functions it traces (and to the names
+of their arguments, ops and results, which may carry them) and of the gradients
 ``tf.custom_gradient`` registers (``_gradient_op_type``).
 """
 import base64
@@ -51,6 +52,7 @@ _STRING = tf.string.as_datatype_enum
 _OP_DIGEST = 4   # bytes an op: enough to find the op that differs (the whole graph's digest is SHA-256)
 _KINDS = {}      # op type -> ``_op_kind``: the registry's definitions do not change in a process
 _UID = re.compile(r"_\d+(?=_|\Z)")   # "__inference___backward_f_18_37", "while_body_8_rewritten": the counters
+_LOCAL_UID = re.compile(r"_\d+(?=[_:]|\Z)")   # in a function: "while_cond_112___redundant_placeholder0", "Op_1:y:0"
 _GRADIENT_TYPE = "_gradient_op_type"   # "CustomGradient-1234": tf.custom_gradient's registration, by a process counter
 
 
@@ -192,11 +194,19 @@ def _normal_function(function, names):
     """The function's bytes with the numbers dropped from its name and the names of ``names`` it refers to."""
     function = type(function).FromString(function.SerializeToString())
     function.signature.name = _UID.sub("", function.signature.name)
+    for arg in list(function.signature.input_arg) + list(function.signature.output_arg):
+        arg.name = _LOCAL_UID.sub("", arg.name)   # "lstm_while_cond_112___redundant_placeholder0": a counter
+    for returns in (function.ret, function.control_ret):
+        renamed = {_LOCAL_UID.sub("", key): _LOCAL_UID.sub("", value) for key, value in returns.items()}
+        returns.clear()
+        returns.update(renamed)
     for value in function.attr.values():   # forward_function_name, backward_function_name
         if value.HasField("s") and value.s.decode("utf-8", "replace") in names:
             value.s = _UID.sub("", value.s.decode()).encode()
     for node in function.node_def:
         _normalize(node)
+        node.name = _LOCAL_UID.sub("", node.name)
+        node.input[:] = [_LOCAL_UID.sub("", name) for name in node.input]
     return function.SerializeToString(deterministic=True)
 
 

@@ -41,6 +41,9 @@ def _item(lr=0.1, width=3, rows=4, seed=None, scale=2.0, optimizer="sgd", rate=0
         loss += table.lookup(tf.strings.substr(name, 0, 1)) * 0.0
         loss += tf.function(lambda v: tf.reduce_sum(v * scale))(w)
         loss += tf.reduce_sum(_halved_gradient(w))   # registered as "CustomGradient-<a process counter>"
+        _, power = tf.while_loop(lambda i, p: i < 3, lambda i, p: (i + 1, p * tf.reduce_sum(w)),
+                                 [tf.constant(0), tf.constant(1.0)])   # the cond's unused p: an argument named
+        loss += power                                                 # "while_cond_<counter>___redundant_placeholder0"
         if extra:
             loss += tf.reduce_sum(tf.identity(w, name="extra"))
         step = tf1.train.get_or_create_global_step()

@@ -258,8 +258,10 @@ class NodePool:
             waited = [node.process.sentinel for node in pending.values()] + list(pending)
             if not connection.wait(waited, max(0.0, deadline - time.monotonic())):
                 self.close(grace=0)
-                raise TimeoutError("pool node(s) {} did not answer within {:.0f} s during {}".format(
-                    ", ".join(node.address for node in pending.values()), timeout, during))
+                failed = "".join("\nnode {} had failed:\n{}".format(address, value)
+                                 for address, (status, value) in sorted(answers.items()) if status == "error")
+                raise TimeoutError("pool node(s) {} did not answer within {:.0f} s during {}{}".format(
+                    ", ".join(node.address for node in pending.values()), timeout, during, failed))
             for conn, node in list(pending.items()):
                 if conn.poll(0):
                     try:
