@@ -52,7 +52,9 @@ _STRING = tf.string.as_datatype_enum
 _OP_DIGEST = 4   # bytes an op: enough to find the op that differs (the whole graph's digest is SHA-256)
 _KINDS = {}      # op type -> ``_op_kind``: the registry's definitions do not change in a process
 _UID = re.compile(r"_\d+(?=_|\Z)")   # "__inference___backward_f_18_37", "while_body_8_rewritten": the counters
-_LOCAL_UID = re.compile(r"_\d+(?=[_:]|\Z)")   # in a function: "while_cond_112___redundant_placeholder0", "Op_1:y:0"
+#: in a function: "while_cond_112___redundant_placeholder0", "Op_1:y:0", "Mul_1/TensorListPopBack" (while_v2's
+#: gradient makes its accumulators in an order that may differ between processes: only their numbers differ)
+_LOCAL_UID = re.compile(r"_\d+(?=[_:/]|\Z)")
 _GRADIENT_TYPE = "_gradient_op_type"   # "CustomGradient-1234": tf.custom_gradient's registration, by a process counter
 
 
@@ -196,10 +198,10 @@ def _normal_function(function, names):
     function.signature.name = _UID.sub("", function.signature.name)
     for arg in list(function.signature.input_arg) + list(function.signature.output_arg):
         arg.name = _LOCAL_UID.sub("", arg.name)   # "lstm_while_cond_112___redundant_placeholder0": a counter
-    for returns in (function.ret, function.control_ret):
-        renamed = {_LOCAL_UID.sub("", key): _LOCAL_UID.sub("", value) for key, value in returns.items()}
+    for returns in (function.ret, function.control_ret):   # as a set too: while_v2's gradient pairs its results
+        values = sorted(_LOCAL_UID.sub("", value) for value in returns.values())   # with ops in varying order
         returns.clear()
-        returns.update(renamed)
+        returns.update({str(i): value for i, value in enumerate(values)})
     for value in function.attr.values():   # forward_function_name, backward_function_name
         if value.HasField("s") and value.s.decode("utf-8", "replace") in names:
             value.s = _UID.sub("", value.s.decode()).encode()
@@ -207,6 +209,9 @@ def _normal_function(function, names):
         _normalize(node)
         node.name = _LOCAL_UID.sub("", node.name)
         node.input[:] = [_LOCAL_UID.sub("", name) for name in node.input]
+    nodes = sorted(function.node_def, key=lambda node: node.SerializeToString(deterministic=True))
+    del function.node_def[:]
+    function.node_def.extend(nodes)   # as a set: only numbers tell apart nodes made in another order
     return function.SerializeToString(deterministic=True)
 
 

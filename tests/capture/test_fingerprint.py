@@ -79,3 +79,27 @@ def test_a_mismatch_is_a_typed_error_naming_both_processes():
     with pytest.raises(GraphMismatchError, match=r"10\.0\.0\.2 captured another graph than the chief 10\.0\.0\.1: "
                                                  r"the optimizer GradientDescentOptimizer's learning_rate"):
         check_same_graph(fingerprint(_item()), fingerprint(_item(lr=0.3)), "10.0.0.2", "10.0.0.1")
+
+
+def test_a_functions_ops_made_in_another_order_are_the_same_function():
+    """while_v2's gradient makes its accumulators in an order that differs between processes: the same ops in
+    another order, returned as other results ("add_grad/PopBack" as result 0 on one process, 1 on another)."""
+    from tensorflow.core.framework import function_pb2
+    from autodist.capture.fingerprint import _normal_function
+
+    def body(order):
+        function = function_pb2.FunctionDef()
+        function.signature.name = "while_body_grad_17"
+        for arg in ("placeholder_12", "placeholder_13"):
+            function.signature.input_arg.add(name=arg, type=tf.variant.as_datatype_enum)
+        for i, (scope, source, dtype) in enumerate(order):
+            node = function.node_def.add(name="{}_grad/PopBack".format(scope), op="TensorListPopBack")
+            node.input.append(source)
+            node.attr["element_dtype"].type = dtype.as_datatype_enum
+            function.ret["out_{}".format(i)] = "{}_grad/PopBack:output_handle:0".format(scope)
+        return function
+    first = body([("Add", "placeholder_12", tf.float32), ("add", "placeholder_13", tf.int32)])
+    again = body([("add", "placeholder_13", tf.int32), ("Add", "placeholder_12", tf.float32)])
+    assert _normal_function(first, set()) == _normal_function(again, set())
+    other = body([("Add", "placeholder_12", tf.float32), ("add", "placeholder_13", tf.float32)])
+    assert _normal_function(first, set()) != _normal_function(other, set())   # another dtype: still told apart

@@ -146,6 +146,8 @@ def _answer(address, servers, chief, spec_path, message):
         reset(message[1], "grpc://" + servers[address])
         return None
     case, rows = message   # a case names the module whose run_node it runs (default: this one's, the graph-mode cases)
+    import keras
+    keras.backend.clear_session()   # every case names its layers as a fresh process would, as the chief's node does
     run = importlib.import_module(case["module"]).run_node if "module" in case else run_node
     return run(case, address, servers, chief, spec_path, rows)
 
