@@ -42,6 +42,8 @@ def pytest_collection_modifyitems(config, items):
         group = sharding.group_of(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+    if hasattr(config, "workerinput"):   # an xdist worker, whose collection the controller schedules: costliest first
+        items[:] = sharding.scheduled_first(items, sharding.load_durations())
 
 
 @pytest.fixture(scope="session")

@@ -27,7 +27,8 @@ class _Item:
 
 
 @pytest.mark.parametrize("item,group", [
-    (_Item("multihost/test_multihost_jobs.py", ["cluster", "chiefs"]), "multihost"),
+    (_Item("multihost/test_multihost_jobs.py", ["cluster", "chiefs"]), "multihost-test_multihost_jobs"),
+    (_Item("multihost/test_readme_block.py", ["tmp_path"]), "multihost-test_readme_block"),
     (_Item("equivalence/test_equivalence.py", ["pools"], {"topology": "2nodes-2+1"}), "pool-2nodes-2+1"),
     (_Item("equivalence/test_zoo.py", ["pools"], marks={"pool": pytest.mark.pool("1node-2replicas").mark}),
      "pool-1node-2replicas"),
@@ -35,7 +36,7 @@ class _Item:
     (_Item("equivalence/test_eq_checks.py", ["tmp_path"]), None),
     (_Item("job/test_job_ssh.py", ["sshd", "chiefs"]), None),
     (_Item("multihost/test_x.py", ["cluster"], marks={"xdist_group": pytest.mark.xdist_group("own").mark}), None),
-], ids=["multihost", "pool-by-parameter", "pool-by-mark", "pool-undeclared", "alone", "ssh-alone", "own-group"])
+], ids=["multihost", "multihost-other-module", "pool-by-parameter", "pool-by-mark", "pool-undeclared", "alone", "ssh-alone", "own-group"])
 def test_group_of(item, group):
     assert sharding.group_of(item) == group
 
@@ -76,7 +77,7 @@ def _test_sh(tmp_path, *args, fail_phase=None, **env):
     return done.returncode, calls[1:]
 
 
-WORKERS = ["-n", "2", "--dist", "loadgroup"]
+WORKERS = ["-n", "2", "--dist", "loadgroup", "--no-loadscope-reorder"]
 
 
 def test_the_whole_suite_runs_the_exclusive_tests_last_and_alone(tmp_path):
@@ -101,3 +102,78 @@ def test_arguments_and_the_fast_tier_are_one_run_and_coverage_runs_the_same(tmp_
     assert _test_sh(tmp_path, AUTODIST_TEST_RUNNER="coverage run -m pytest")[1] == [
         ["-m", "coverage", "run", "-m", "pytest"] + WORKERS + ["-m", "not exclusive"],
         ["-m", "coverage", "run", "-m", "pytest", "-m", "exclusive"]]
+
+
+class _Collected:
+    """A collected test as ``scheduled_first`` reads it: its id and its xdist group."""
+
+    def __init__(self, nodeid, group=None):
+        self.nodeid = nodeid
+        self._group = pytest.mark.xdist_group(group).mark if group else None
+
+    def get_closest_marker(self, name):
+        return self._group if name == "xdist_group" else None
+
+    def __repr__(self):
+        return self.nodeid
+
+
+def test_the_costliest_scopes_are_scheduled_first_and_a_groups_tests_stay_together():
+    durations = {"tests/a.py": (4, 8.0), "tests/slow.py": (1, 300.0), "tests/pool.py": (3, 90.0)}
+    items = [_Collected("tests/a.py::t1"), _Collected("tests/pool.py::p1", "pool-x"), _Collected("tests/a.py::t2"),
+             _Collected("tests/pool.py::p2", "pool-x"), _Collected("tests/new.py::n"),
+             _Collected("tests/pool.py::p3", "pool-x"), _Collected("tests/slow.py::s")]
+    order = [item.nodeid for item in sharding.scheduled_first(items, durations)]
+    # slow alone 300 s; the pool group 3 x 30 s; a.py 2 s each and the unknown module 1 s, in collection order
+    assert order == ["tests/slow.py::s", "tests/pool.py::p1", "tests/pool.py::p2", "tests/pool.py::p3",
+                     "tests/a.py::t1", "tests/a.py::t2", "tests/new.py::n"]
+
+
+def test_without_a_durations_file_the_collection_order_stays(tmp_path):
+    items = [_Collected("tests/b.py::x"), _Collected("tests/a.py::y", "g"), _Collected("tests/c.py::z")]
+    assert sharding.load_durations(str(tmp_path / "none.json")) == {}
+    assert sharding.scheduled_first(items, {}) == items
+
+
+def test_the_durations_file_lists_the_suites_modules():
+    """The committed estimates are the file scripts/durations.py writes, and cover today's costly modules."""
+    durations = sharding.load_durations()
+    assert durations and all(tests >= 1 and seconds >= 0 for tests, seconds in durations.values())
+    for module in ("tests/multihost/test_readme_block.py", "tests/test_benchmark_paper_table.py",
+                   "tests/job/test_job_exits.py"):
+        assert module in durations, module
+
+
+def test_durations_of_a_junit_file_are_per_module(tmp_path):
+    sys.path.insert(0, os.path.join(os.path.dirname(TESTS), "scripts"))
+    try:
+        import durations as script
+    finally:
+        sys.path.pop(0)
+    junit = tmp_path / "run.xml"
+    junit.write_text('<testsuites><testsuite name="pytest">'
+                     '<testcase classname="tests.test_sharding" name="a" time="1.25"/>'
+                     '<testcase classname="tests.test_sharding" name="b[x]" time="2"/>'
+                     '<testcase classname="tests.job.test_job_exits.TestSomething" name="c" time="3"/>'
+                     '<testcase classname="nowhere.test_gone" name="d" time="9"/></testsuite></testsuites>')
+    modules = script.durations(str(junit))
+    assert modules == {"tests/job/test_job_exits.py": [1, 3.0], "tests/test_sharding.py": [2, 3.2]}
+    out = tmp_path / "durations.json"
+    script.main([str(junit), "--out", str(out)])
+    assert {m: tuple(e) for m, e in json.loads(out.read_text())["modules"].items()} == \
+        {m: tuple(e) for m, e in modules.items()}
+
+
+def test_under_xdist_the_workers_take_the_costliest_test_first(tmp_path):
+    """The order reaches the workers: collected last, the test its module's estimate makes costliest runs first."""
+    cheap = "tests/test_sharding.py::test_a_pool_mark_wins_over_a_topology_parameter"
+    costly = "tests/test_tiers.py::test_an_unknown_tier_is_a_usage_error_naming_it"
+    estimates = tmp_path / "durations.json"
+    estimates.write_text(json.dumps({"modules": {"tests/test_sharding.py": [1, 1.0], "tests/test_tiers.py": [1, 60.0]}}))
+    env = dict(os.environ, AUTODIST_TEST_DURATIONS=str(estimates))
+    done = subprocess.run([sys.executable, "-m", "pytest", "-n", "1", "--dist", "loadgroup", "--no-loadscope-reorder",
+                           "-v", "-p", "no:cacheprovider", cheap, costly], cwd=os.path.dirname(TESTS), env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:]
+    ran = [nodeid for line in done.stdout.splitlines() if "PASSED" in line for nodeid in (costly, cheap) if nodeid in line]
+    assert ran == [costly, cheap], done.stdout[-3000:]
