@@ -6,7 +6,8 @@ Starts a TensorFlow server on every node of the spec (as a job does), measures
 latency and bandwidth of TensorFlow's own transport between them, the fixed
 cost of a step and this machine's compute rates (``runtime.calibrate.probe``),
 writes them to ``~/.autodist/calibration/<spec key>.json`` and prints them
-beside the prior the spec alone gives (the servers' output goes to stderr). ``--show`` prints the cached figures
+beside the prior the spec alone gives (the servers' output goes to stderr, and so does the progress: a live
+bar on a terminal, elsewhere a line before each measurement, which on slow links take a minute each). ``--show`` prints the cached figures
 (or the prior) without probing. ``autodist plan`` and ``AutoStrategy`` read
 the cache; a job's chief planning with AutoStrategy for a cluster without one
 runs this command first (``runtime.calibrate.first_probe``).
@@ -15,7 +16,7 @@ import argparse
 import json
 import sys
 
-__all__ = ["register", "calibration_rows", "link_rows"]
+__all__ = ["register", "calibration_rows", "link_rows", "ProbeProgress"]
 
 _ROWS = (("rpc_latency_s", "rpc latency (a PS variable's push/pull, per message)", 1e6, "us"),
          ("rpc_bandwidth", "rpc bandwidth", 1e-6, "MB/s"),
@@ -74,8 +75,10 @@ def _calibrate(args):
         quiet_tensorflow_start()   # this process's TensorFlow chatter stays off the console too
         from autodist.runtime.launch.server import READY
         from autodist.runtime.calibrate.probe import probe
-        # the nodes' own lines, without TensorFlow's chatter, on stderr: stdout stays ours
-        found = probe(spec, repeats=args.repeats, sink=NodeConsole(stream=sys.stderr, hidden=(READY,)))
+        with ProbeProgress(sys.stderr) as progress:
+            # the nodes' own lines, without TensorFlow's chatter, on stderr (above a live bar): stdout stays ours
+            found = probe(spec, repeats=args.repeats, sink=NodeConsole(stream=sys.stderr, hidden=(READY,)),
+                          progress=progress)
         path = save_calibration(spec, found)
     if args.format == "json":
         print(json.dumps({"calibration": found.to_dict(), "prior": prior.to_dict(), "path": path}, indent=2))
@@ -89,6 +92,40 @@ def _calibrate(args):
     for line in link_rows(found, prior):
         print(line)
     return 0
+
+
+class ProbeProgress:
+    """``probe``'s ``progress(done, total, key)`` on ``stream``: a live bar on a terminal (rich), elsewhere a
+    line a measurement (``[autodist] calibrate 3/17: 16 MiB from the last node``). On slow links a
+    measurement takes a minute; the lines say which one the probe is at."""
+
+    def __init__(self, stream):
+        self.stream, self._bar, self._task = stream, None, None
+
+    def __enter__(self):
+        if self.stream.isatty():
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+            self._bar = Progress(TextColumn("calibrate"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("{task.description}"), TimeElapsedColumn(),
+                                 console=Console(file=self.stream), transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task("", total=None)
+        return self
+
+    def __call__(self, done, total, key):
+        from autodist.runtime.calibrate.probe import STAGES
+        what = STAGES.get(key, key)
+        if self._bar is not None:
+            self._bar.update(self._task, completed=done, total=total, description=what)
+        else:
+            from autodist.runtime.notices import notice
+            notice(self.stream, "calibrate {}/{}: {}".format(done + 1, total, what))
+
+    def __exit__(self, *exc):
+        if self._bar is not None:
+            self._bar.stop()
+        return False
 
 
 def link_rows(found, prior):

@@ -45,6 +45,7 @@ With one node the transports are in-process: latencies, ``ps_step_s`` and
 GPUs (all-reduce runs under backprop) and 0 on CPUs (the replica's own cores
 move the bytes).
 """
+import functools
 import json
 import os
 import statistics
@@ -57,7 +58,7 @@ from autodist.runtime.calibrate.protocol import (COLLECTIVE_BYTES, MEASUREMENTS,
                                                SPARSE_ROWS, SPARSE_WIDTH, STEPS, STEPS_OF, TABLE_ROWS,
                                                protocol_graph, sparse_rows, task_devices, time_protocol)
 
-__all__ = ["probe", "BIG_BYTES", "SMALL_COUNT"]
+__all__ = ["probe", "BIG_BYTES", "SMALL_COUNT", "STAGES"]
 
 BIG_BYTES = COLLECTIVE_BYTES   # every big transfer the size of the protocol's big all-reduce: 16 MiB
 SMALL_COUNT = 32
@@ -125,9 +126,21 @@ def _duplex(one_way, both_ways):
     return min(1.0, max(0.0, (2.0 * one_way - both_ways) / one_way))
 
 
-def _timings(tf, target, config, devices, repeats):
+#: What each measurement moves or runs, for the progress lines (``probe(progress=...)``).
+STAGES = {"sparse_local": "a sparse update on the chief", "local": "a step on the chief",
+          "one": "one float from the last node", "many": "{} small variables from the last node".format(SMALL_COUNT),
+          "big": "16 MiB from the last node", "both": "16 MiB each way at once", "update": "a 16 MiB update",
+          "matmul": "a 512 x 512 matrix product", "ar_one": "a one-float all-reduce",
+          "ar_many": "{} tiny all-reduces".format(SMALL_COUNT), "ps_one": "the PS protocol, one variable",
+          "ps_many": "the PS protocol, {} variables".format(PS_VARIABLES), "ps_sparse": "the PS protocol, sparse rows",
+          "ar_step": "the collective protocol, one float", "ar_big": "the collective protocol, 16 MiB",
+          "ar_sparse": "the collective protocol, sparse rows", "links": "every pair of nodes' link"}
+
+
+def _timings(tf, target, config, devices, repeats, progress=None):
     """``{measurement: seconds}``: the chief's one-session steps, then the protocol steps every node
-    runs with it (``protocol.member_main`` on the others)."""
+    runs with it (``protocol.member_main`` on the others). ``progress(done, total, key)`` is called
+    before each measurement (``STAGES`` says what ``key`` measures)."""
     graph = tf.Graph()
     with graph.as_default():
         steps, protocol_initializers = protocol_graph(tf, devices)
@@ -135,16 +148,22 @@ def _timings(tf, target, config, devices, repeats):
         links, link_initializers = link_graph(tf, devices) if len(devices) > 1 else ({}, [])
     with tf.compat.v1.Session(target, graph=graph, config=config) as session:
         session.run(initializers + protocol_initializers + link_initializers)
-        t = {key: _best_time(session, fetch, repeats) for key, fetch in ops.items()}
-        t.update({key: time_protocol(session, steps[key][0], STEPS_OF.get(key, STEPS), repeats=repeats)
-                  for key in MEASUREMENTS if key in steps})
-        t["links"] = measure_links(session, links, min(repeats, 3))
+        stages = [(key, functools.partial(_best_time, session, fetch, repeats)) for key, fetch in ops.items()]
+        stages += [(key, functools.partial(time_protocol, session, steps[key][0], STEPS_OF.get(key, STEPS),
+                                           repeats=repeats)) for key in MEASUREMENTS if key in steps]
+        if links:
+            stages.append(("links", functools.partial(measure_links, session, links, min(repeats, 3))))
+        t = {}
+        for done, (key, measure) in enumerate(stages):
+            if progress is not None:
+                progress(done, len(stages), key)
+            t[key] = measure()
     return t
 
 
-def _measure(tf, np, target, config, devices, repeats):
+def _measure(tf, np, target, config, devices, repeats, progress=None):
     """The calibration's measured fields (see the module docstring for each formula)."""
-    t = _timings(tf, target, config, devices, repeats)
+    t = _timings(tf, target, config, devices, repeats, progress)
     n, local = len(devices), _local_bandwidth(np, repeats)
     found = dict(fixed_step_s=t["local"], local_bandwidth=local,
                  flops=2.0 * 512 ** 3 / max(t["matmul"] - t["local"], 1e-6),
@@ -192,20 +211,23 @@ def _sparse_apply_rate(t, found, n):
     return others / max(t["ar_sparse"] - t["ar_step"] - wire - own, 1e-6)
 
 
-def probe(spec, repeats=7, sink=None):
-    """Measure ``spec``'s cluster: a :class:`Calibration` (``source="probe"``)."""
+def probe(spec, repeats=7, sink=None, progress=None):
+    """Measure ``spec``'s cluster: a :class:`Calibration` (``source="probe"``).
+
+    ``progress(done, total, key)``, if given, is called before each of the ``total`` measurements
+    (``STAGES[key]`` says what it measures): on slow links the probe takes minutes."""
     import numpy as np
     import tensorflow as tf
     from autodist.spec.cluster import cpu_count_of, node_config
     chief = next(n for n in spec.node_specs if n.chief)
     if len(spec.nodes) == 1:
-        found = _measure(tf, np, "", node_config(cpu_count_of(chief), 0), ["/device:CPU:0"], repeats)
+        found = _measure(tf, np, "", node_config(cpu_count_of(chief), 0), ["/device:CPU:0"], repeats, progress)
     else:
-        found = _probe_job(spec, repeats, sink, tf, np, node_config, cpu_count_of(chief))
+        found = _probe_job(spec, repeats, sink, tf, np, node_config, cpu_count_of(chief), progress)
     return Calibration(overlap=1.0 if spec.num_gpus else 0.0, source="probe", probe_version=PROBE_VERSION, **found)
 
 
-def _probe_job(spec, repeats, sink, tf, np, node_config, chief_cpus):
+def _probe_job(spec, repeats, sink, tf, np, node_config, chief_cpus, progress):
     from autodist.spec.cluster import cpu_count_of
     from autodist.runner import new_job_id
     from autodist.runtime.launch.coordinator import Coordinator
@@ -220,7 +242,7 @@ def _probe_job(spec, repeats, sink, tf, np, node_config, chief_cpus):
     try:
         config = node_config(chief_cpus, context.chief_task)
         config.operation_timeout_in_ms = int(MEMBER_TIMEOUT * 1e3)   # a node that never joins fails the step
-        found = _measure(tf, np, context.target, config, task_devices(context)[0], repeats)
+        found = _measure(tf, np, context.target, config, task_devices(context)[0], repeats, progress)
         order = [context.chief_task] + [t for t in range(context.num_tasks) if t != context.chief_task]
         found["link_bandwidth"] = {context.addresses[order[i]]: rate for i, rate in found["link_bandwidth"].items()}
         return found

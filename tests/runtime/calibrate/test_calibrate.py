@@ -3,6 +3,7 @@ arithmetic."""
 import json
 import os
 import pathlib
+import re
 import stat
 import subprocess
 import sys
@@ -37,7 +38,8 @@ def test_probe_of_the_loopback_cluster_is_cached_privately(tmp_path):
     done = subprocess.run([sys.executable, "-m", "autodist", "calibrate", "-r", TWO_NODES, "--repeats", "3",
                            "--format", "json"], env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
-    data = json.loads(done.stdout)
+    _assert_progress_lines(done.stderr, last="every pair of nodes' link")
+    data = json.loads(done.stdout)   # the progress lines stay on stderr
     found = data["calibration"]
     assert found["source"] == "probe"
     assert found["rpc_bandwidth"] > 0 and found["collective_bandwidth"] > 0 and found["round_trip_s"] >= 0
@@ -76,6 +78,42 @@ def test_a_one_node_spec_is_probed_in_process_and_cached(tmp_path):
                            "--format", "json"], env=dict(os.environ, HOME=str(tmp_path)), capture_output=True,
                           text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
+    _assert_progress_lines(done.stderr, last="the PS protocol, sparse rows")   # no link to measure
     found = json.loads(done.stdout)["calibration"]
     assert found["source"] == "probe" and found["rpc_duplex"] == 1.0 and found["rpc_latency_s"] == 0.0
     assert found["flops"] > 0 and found["local_bandwidth"] > 0
+
+
+def _assert_progress_lines(stderr, last):
+    """A line before each measurement, numbered 1..N of N in order, saying what it measures (not on a terminal)."""
+    from autodist.runtime.calibrate.probe import STAGES
+    lines = re.findall(r"^\[autodist\] calibrate (\d+)/(\d+): (.*)$", stderr, re.M)
+    assert lines, stderr[-2000:]
+    total = int(lines[0][1])
+    assert [(int(done), int(of)) for done, of, _ in lines] == [(i, total) for i in range(1, total + 1)], lines
+    assert all(what in STAGES.values() for _, _, what in lines) and lines[-1][2] == last, lines
+
+
+class _Stream(__import__("io").StringIO):
+    def __init__(self, terminal):
+        super().__init__()
+        self.terminal = terminal
+
+    def isatty(self):
+        return self.terminal
+
+
+def test_progress_is_a_line_a_measurement_off_a_terminal_and_a_live_bar_on_one():
+    from autodist.cli.calibrate import ProbeProgress
+    plain = _Stream(False)
+    with ProbeProgress(plain) as progress:
+        progress(0, 2, "big")
+        progress(1, 2, "links")
+    assert plain.getvalue() == ("[autodist] calibrate 1/2: 16 MiB from the last node\n"
+                                "[autodist] calibrate 2/2: every pair of nodes' link\n")
+    terminal = _Stream(True)
+    with ProbeProgress(terminal) as progress:
+        progress(0, 2, "big")
+        progress(1, 2, "links")
+    shown = terminal.getvalue()
+    assert "[autodist]" not in shown and "every pair of nodes' link" in shown and "1/2" in shown, shown
