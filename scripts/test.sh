@@ -35,7 +35,7 @@ fi
 "$PYTHON" -m pip install -q -e ".[cpu,test]"
 # AUTODIST_TEST_RUNNER: what runs pytest (scripts/coverage.sh: "coverage run -m pytest")
 read -r -a runner <<< "${AUTODIST_TEST_RUNNER:-pytest}"
-# --no-loadscope-reorder: xdist keeps the order tests/sharding.py gives (the costliest groups and tests first)
+# --no-loadscope-reorder (pytest-xdist 3.8): xdist keeps the order tests/sharding.py gives (the costliest first)
 workers=(-n "${AUTODIST_TEST_WORKERS:-$(( $(nproc) + 1 ))}" --dist loadgroup --no-loadscope-reorder)
 if [ "${1:-}" = "--fast" ]; then
   shift
