@@ -204,11 +204,22 @@ def _sparse_rate(t, found, n, directions):
 
 def _sparse_apply_rate(t, found, n):
     """A sparse all-reduce's rate on the other nodes' rows: its step beyond a collective step, the
-    gathers on the ring and the node's own rows' apply, per byte of the others' rows."""
+    gathers on the ring and the node's own rows' apply, per byte of the others' rows.
+
+    Where the wire and the node's own apply already explain the whole step (a slow link: the residual
+    is within the noise, or below zero) nothing is left to measure; the rate is then the one of the
+    node's own rows (``sparse_local``), not the 1e12 B/s a clamped residual would give, which priced
+    the apply as free."""
     others = (n - 1) * _SPARSE_MESSAGE
     wire = others / found["collective_bandwidth"] + 2 * (n - 1) * found["collective_latency_s"]
     own = max(t["sparse_local"] - t["local"], 0.0)
-    return others / max(t["ar_sparse"] - t["ar_step"] - wire - own, 1e-6)
+    left = t["ar_sparse"] - t["ar_step"] - wire - own
+    own_rate = _SPARSE_MESSAGE / max(own, 1e-6)
+    return others / left if left > others / own_rate / _UNMEASURED else own_rate
+
+
+#: A residual under 1 / _UNMEASURED of what applying the rows at the own rows' rate takes is noise.
+_UNMEASURED = 100.0
 
 
 def probe(spec, repeats=7, sink=None, progress=None):

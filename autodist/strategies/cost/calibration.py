@@ -50,8 +50,9 @@ PRIOR_UPDATE_BYTES_PER_S = 5e9
 PRIOR_SPARSE_UPDATE_BYTES_PER_S = 5e8
 #: What the probe measures changed (2: the other nodes' clients host their servers, steps are
 #: callables, the one-float collective is a gather; 3: the sparse all-reduce's apply rate; 4: each node's
-#: link rate): caches of an older probe are probed again.
-PROBE_VERSION = 4
+#: link rate; 5: an apply rate the wire already explains is the own rows' rate, not ~1e12 B/s): caches of
+#: an older probe are probed again.
+PROBE_VERSION = 5
 
 
 @dataclasses.dataclass(frozen=True)

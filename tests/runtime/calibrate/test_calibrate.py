@@ -117,3 +117,21 @@ def test_progress_is_a_line_a_measurement_off_a_terminal_and_a_live_bar_on_one()
         progress(1, 2, "links")
     shown = terminal.getvalue()
     assert "[autodist]" not in shown and "every pair of nodes' link" in shown and "1/2" in shown, shown
+
+
+def test_a_sparse_apply_the_wire_already_explains_is_priced_at_the_own_rows_rate():
+    """On a slow link the sparse all-reduce's step is its gathers and the own rows' apply; the residual the
+    others' apply is measured from is then noise or below zero. Before: clamped to 1e-6 s, 3.2e12 B/s (4 hosts,
+    105 Mbit/s), an apply priced as free."""
+    from autodist.runtime.calibrate import probe as probe_module
+    message = probe_module._SPARSE_MESSAGE
+    found = {"collective_bandwidth": 1e7, "collective_latency_s": 0.0}
+    wire = 3 * message / 1e7   # 4 nodes: the other 3 nodes' rows
+    own = 0.004                # the chief's apply of its own rows
+    t = {"local": 0.001, "sparse_local": 0.001 + own, "ar_step": 0.01}
+    own_rate = message / own
+    for residual in (-0.05, 0.0, 1e-7):
+        t["ar_sparse"] = 0.01 + wire + own + residual
+        assert probe_module._sparse_apply_rate(t, found, 4) == pytest.approx(own_rate), residual
+    t["ar_sparse"] = 0.01 + wire + own + 0.006      # measurable: the others' 3 messages in 6 ms
+    assert probe_module._sparse_apply_rate(t, found, 4) == pytest.approx(3 * message / 0.006)
