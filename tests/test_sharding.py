@@ -36,7 +36,8 @@ class _Item:
     (_Item("equivalence/test_eq_checks.py", ["tmp_path"]), None),
     (_Item("job/test_job_ssh.py", ["sshd", "chiefs"]), None),
     (_Item("multihost/test_x.py", ["cluster"], marks={"xdist_group": pytest.mark.xdist_group("own").mark}), None),
-], ids=["multihost", "multihost-other-module", "pool-by-parameter", "pool-by-mark", "pool-undeclared", "alone", "ssh-alone", "own-group"])
+], ids=["multihost", "multihost-other-module", "pool-by-parameter", "pool-by-mark", "pool-undeclared", "alone",
+        "ssh-alone", "own-group"])
 def test_group_of(item, group):
     assert sharding.group_of(item) == group
 
@@ -169,11 +170,13 @@ def test_under_xdist_the_workers_take_the_costliest_test_first(tmp_path):
     cheap = "tests/test_sharding.py::test_a_pool_mark_wins_over_a_topology_parameter"
     costly = "tests/test_tiers.py::test_an_unknown_tier_is_a_usage_error_naming_it"
     estimates = tmp_path / "durations.json"
-    estimates.write_text(json.dumps({"modules": {"tests/test_sharding.py": [1, 1.0], "tests/test_tiers.py": [1, 60.0]}}))
+    estimates.write_text(json.dumps({"modules": {"tests/test_sharding.py": [1, 1.0],
+                                                 "tests/test_tiers.py": [1, 60.0]}}))
     env = dict(os.environ, AUTODIST_TEST_DURATIONS=str(estimates))
     done = subprocess.run([sys.executable, "-m", "pytest", "-n", "1", "--dist", "loadgroup", "--no-loadscope-reorder",
                            "-v", "-p", "no:cacheprovider", cheap, costly], cwd=os.path.dirname(TESTS), env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:]
-    ran = [nodeid for line in done.stdout.splitlines() if "PASSED" in line for nodeid in (costly, cheap) if nodeid in line]
+    ran = [nodeid for line in done.stdout.splitlines() if "PASSED" in line
+           for nodeid in (costly, cheap) if nodeid in line]
     assert ran == [costly, cheap], done.stdout[-3000:]

@@ -1,14 +1,14 @@
 """``autodist calibrate``: measure the cluster's transport for the cost model, and cache it.
 
-    autodist calibrate -r SPEC [--repeats 7] [--format table|json] [--show]
+    autodist calibrate -r SPEC [--repeats N] [--format table|json] [--show]
 
 Starts a TensorFlow server on every node of the spec (as a job does), measures
 latency and bandwidth of TensorFlow's own transport between them, the fixed
 cost of a step and this machine's compute rates (``runtime.calibrate.probe``),
 writes them to ``~/.autodist/calibration/<spec key>.json`` and prints them
 beside the prior the spec alone gives (the servers' output goes to stderr, and so does the progress: a live
-bar on a terminal, elsewhere a line before each measurement, which on slow links take a minute each). ``--show`` prints the cached figures
-(or the prior) without probing. ``autodist plan`` and ``AutoStrategy`` read
+bar on a terminal, elsewhere a line before each measurement, which on slow links take a minute each).
+``--show`` prints the cached figures (or the prior) without probing. ``autodist plan`` and ``AutoStrategy`` read
 the cache; a job's chief planning with AutoStrategy for a cluster without one
 runs this command first (``runtime.calibrate.first_probe``).
 """
@@ -40,7 +40,11 @@ def register(subparsers):
         description="Probe TensorFlow's transport between the spec's nodes and cache the figures the cost "
                     "model (autodist plan, AutoStrategy) predicts step times with.")
     parser.add_argument("-r", "--resource-spec", metavar="SPEC", required=True, help="resource spec (YAML)")
-    parser.add_argument("--repeats", type=int, default=7, help="timed runs per measurement (default 7)")
+    from autodist.cli.common import checked
+    from autodist.runtime.limits import whole
+    parser.add_argument("--repeats", type=checked(whole, int), default=None, metavar="N",
+                        help="timed runs per measurement (default 7, or 3 where the spec's network_bandwidth makes "
+                             "a 16 MiB all-reduce take over a second)")
     parser.add_argument("--show", action="store_true", help="print the cached figures (or the prior); no probe")
     parser.add_argument("--format", choices=("table", "json"), default="table", help="output format")
     # AutoStrategy's first probe (runtime.calibrate.first_probe): stop when the chief that started it ends

@@ -58,10 +58,25 @@ from autodist.runtime.calibrate.protocol import (COLLECTIVE_BYTES, MEASUREMENTS,
                                                SPARSE_ROWS, SPARSE_WIDTH, STEPS, STEPS_OF, TABLE_ROWS,
                                                protocol_graph, sparse_rows, task_devices, time_protocol)
 
-__all__ = ["probe", "BIG_BYTES", "SMALL_COUNT", "STAGES"]
+__all__ = ["probe", "default_repeats", "BIG_BYTES", "SMALL_COUNT", "STAGES", "REPEATS", "SLOW_REPEATS"]
 
 BIG_BYTES = COLLECTIVE_BYTES   # every big transfer the size of the protocol's big all-reduce: 16 MiB
 SMALL_COUNT = 32
+#: Timed runs per measurement: REPEATS, or SLOW_REPEATS where the spec's slowest link moves the 16 MiB ring
+#: all-reduce in more than SLOW_RUN_S a run. A run then varies little (the multi-host calibrate tests read
+#: shaped links within 15 % from 3), and 1 + 7 runs of every big measurement made a probe of 4 hosts at
+#: 105 Mbit/s take 268 s.
+REPEATS, SLOW_REPEATS, SLOW_RUN_S = 7, 3, 1.0
+
+
+def default_repeats(spec):
+    """REPEATS, or SLOW_REPEATS on links the spec says are slow (``network_bandwidth``, Gbit/s)."""
+    n = len(spec.nodes)
+    if n < 2:
+        return REPEATS
+    slowest = min(spec.network_bandwidth.values()) * 1e9 / 8
+    ring_s = 2.0 * (n - 1) / n * COLLECTIVE_BYTES / max(slowest, 1.0)
+    return SLOW_REPEATS if ring_s > SLOW_RUN_S else REPEATS
 
 
 def _best_time(session, fetches, repeats):
@@ -222,8 +237,9 @@ def _sparse_apply_rate(t, found, n):
 _UNMEASURED = 100.0
 
 
-def probe(spec, repeats=7, sink=None, progress=None):
-    """Measure ``spec``'s cluster: a :class:`Calibration` (``source="probe"``).
+def probe(spec, repeats=None, sink=None, progress=None):
+    """Measure ``spec``'s cluster: a :class:`Calibration` (``source="probe"``), each figure the median of
+    ``repeats`` timed runs (default: ``default_repeats(spec)``).
 
     ``progress(done, total, key)``, if given, is called before each of the ``total`` measurements
     (``STAGES[key]`` says what it measures): on slow links the probe takes minutes."""
@@ -231,6 +247,7 @@ def probe(spec, repeats=7, sink=None, progress=None):
     import tensorflow as tf
     from autodist.spec.cluster import cpu_count_of, node_config
     chief = next(n for n in spec.node_specs if n.chief)
+    repeats = default_repeats(spec) if repeats is None else repeats
     if len(spec.nodes) == 1:
         found = _measure(tf, np, "", node_config(cpu_count_of(chief), 0), ["/device:CPU:0"], repeats, progress)
     else:

@@ -135,3 +135,22 @@ def test_a_sparse_apply_the_wire_already_explains_is_priced_at_the_own_rows_rate
         assert probe_module._sparse_apply_rate(t, found, 4) == pytest.approx(own_rate), residual
     t["ar_sparse"] = 0.01 + wire + own + 0.006      # measurable: the others' 3 messages in 6 ms
     assert probe_module._sparse_apply_rate(t, found, 4) == pytest.approx(3 * message / 0.006)
+
+
+@pytest.mark.parametrize("nodes,gbits,repeats", [(1, 0.01, 7), (2, 1.0, 7), (4, 0.105, 3), (2, 0.1, 3), (8, 10, 7)],
+                         ids=["one-node", "2-hosts-1gbit", "4-hosts-105mbit", "2-hosts-100mbit", "8-hosts-10gbit"])
+def test_slow_links_get_fewer_repeats(tmp_path, nodes, gbits, repeats):
+    """1 + 7 runs of every 16 MiB measurement took 268 s on 4 hosts at 105 Mbit/s; where the ring all-reduce of
+    16 MiB takes over a second a run, 3 (what the multi-host calibrate tests read links within 15 % with)."""
+    from autodist.runtime.calibrate.probe import default_repeats
+    from autodist.spec.resource_spec import ResourceSpec
+    spec = tmp_path / "spec.yml"
+    node = "  - address: 127.0.0.{}\n    cpus: [0]\n    network_bandwidth: {}\n{}"
+    spec.write_text("nodes:\n" + "".join(node.format(i + 1, gbits, "    chief: true\n" if i == 0 else "")
+                                         for i in range(nodes)))
+    assert default_repeats(ResourceSpec(str(spec))) == repeats
+
+
+def test_repeats_must_be_a_whole_number_of_at_least_one(capsys):
+    assert cli.main(["calibrate", "-r", TWO_NODES, "--repeats", "0"]) == 2
+    assert "--repeats: the value must be a whole number >= 1, got 0" in capsys.readouterr().err
