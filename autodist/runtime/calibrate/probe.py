@@ -25,7 +25,8 @@ probe runs (the fastest run would describe an idle machine)::
     sparse apply rate    the other nodes' rows / (ar_sparse - ar_step - the gathers' bytes on the ring
                          and their 2 (N - 1) messages beyond the gather's - sparse_local - local): what a
                          replica of a sparse all-reduce does with the rows it takes in, beyond its own
-                         (``sparse_local``: SGD's apply of one node's rows on the chief alone)
+                         (``sparse_local``: SGD's apply of one node's rows on the chief alone); where
+                         nothing measurable is left (slow links), the own rows' rate
     collective latency   (32 tiny all-reduces - 1) / 31 / 2 (N - 1) messages of a hop
     collective bandwidth 2 (N - 1) / N * COLLECTIVE_BYTES / (ar_big - ar_step - (N - 1)
                          collective latencies, the ring's messages beyond the gather's): a 16 MiB
@@ -217,6 +218,10 @@ def _sparse_rate(t, found, n, directions):
     return n * _SPARSE_MESSAGE / max(t["ps_sparse"] - t["ps_one"] - wire, 1e-6)
 
 
+#: A residual under 1 / _UNMEASURED of what applying the rows at the own rows' rate takes is noise.
+_UNMEASURED = 100.0
+
+
 def _sparse_apply_rate(t, found, n):
     """A sparse all-reduce's rate on the other nodes' rows: its step beyond a collective step, the
     gathers on the ring and the node's own rows' apply, per byte of the others' rows.
@@ -232,9 +237,6 @@ def _sparse_apply_rate(t, found, n):
     own_rate = _SPARSE_MESSAGE / max(own, 1e-6)
     return others / left if left > others / own_rate / _UNMEASURED else own_rate
 
-
-#: A residual under 1 / _UNMEASURED of what applying the rows at the own rows' rate takes is noise.
-_UNMEASURED = 100.0
 
 
 def probe(spec, repeats=None, sink=None, progress=None):
