@@ -13,7 +13,7 @@ because the probe's chief server lives as long as its process, and the
 job's own server starts in the chief's process next. Nothing else probes:
 ``autodist plan``, the other nodes and ``probe=False`` plan with the cache or
 the prior. The probe takes 15-30 s on two
-nodes; the lines before and after it say so. A probe that fails or runs
+nodes; the lines before and after it say so, and a line before each of its measurements. A probe that fails or runs
 longer than ``PROBE_TIMEOUT`` is stopped, and the plan uses the spec's prior
 (``network_bandwidth`` and fixed figures), with a line that says why and how
 to measure again (``autodist calibrate -r SPEC``). The child asks the kernel
@@ -29,6 +29,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 from autodist.strategies.cost.calibration import Calibration, calibration_path, load_calibration, prior_calibration
@@ -57,7 +58,7 @@ def calibration_for_planning(spec, probe=True, say=None):
         "{}) ...".format(spec.path, " ".join(spec.nodes), calibration_path(spec)))
     started = time.monotonic()
     try:
-        found = probe_in_child(spec)
+        found = probe_in_child(spec, relay=lambda line: say("AutoStrategy: " + line))
     except (ProbeFailed, OSError) as e:   # OSError: the spec's copy could not be written
         say("AutoStrategy: the probe failed ({}); planning with the spec's prior figures instead. Measure the "
             "cluster with: autodist calibrate -r {}".format(e, spec.path))
@@ -70,10 +71,11 @@ class ProbeFailed(Exception):
     """The child probe ended without a calibration; the message says why."""
 
 
-def probe_in_child(spec, timeout=PROBE_TIMEOUT):
+def probe_in_child(spec, timeout=PROBE_TIMEOUT, relay=None):
     """Run ``autodist calibrate`` on ``spec`` in a child process; the :class:`Calibration` it cached.
 
-    The child reads a copy of ``spec`` as it is here (a job may have left nodes out of the file's)."""
+    The child reads a copy of ``spec`` as it is here (a job may have left nodes out of the file's).
+    ``relay(line)`` gets each of its progress lines (``calibrate 3/17: ...``) as it prints it."""
     with tempfile.TemporaryDirectory(prefix="autodist-plan-probe-") as scratch:
         try:
             child = subprocess.Popen(_calibrate_argv(_write_spec(spec, scratch)), stdin=subprocess.DEVNULL,
@@ -81,15 +83,17 @@ def probe_in_child(spec, timeout=PROBE_TIMEOUT):
                                      errors="replace")
         except OSError as e:
             raise ProbeFailed("could not start it: {}".format(e)) from None
+        streams = _Streams(child, relay)
         try:
-            out, err = child.communicate(timeout=timeout)
+            child.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            err = _stop(child)
+            err = _stop(child, streams)
             raise ProbeFailed("it ran longer than {:.0f} s; its last line: {}".format(
                 timeout, _last_line(err))) from None
         except BaseException:   # Ctrl-C, SIGTERM turned into an exception: the probe's nodes stop too
-            _stop(child)
+            _stop(child, streams)
             raise
+        out, err = streams.text()
     if child.returncode != 0:
         raise ProbeFailed("exit status {}: {}".format(child.returncode, _last_line(err)))
     try:
@@ -142,17 +146,50 @@ def _parent_gone(parent_pid, signum, frame):
         signal.raise_signal(signal.SIGTERM)
 
 
-def _stop(child):
+class _Streams:
+    """A child's stdout and stderr, read by two threads as it writes them (neither pipe fills up); each
+    progress line on stderr also goes to ``relay`` (without its ``[autodist] `` prefix)."""
+
+    def __init__(self, child, relay):
+        self.out, self.err = [], []
+        self._readers = [threading.Thread(target=self._read, args=(child.stdout, self.out, None), daemon=True),
+                         threading.Thread(target=self._read, args=(child.stderr, self.err, relay), daemon=True)]
+        for reader in self._readers:
+            reader.start()
+
+    @staticmethod
+    def _read(stream, lines, relay):
+        for line in stream:
+            lines.append(line)
+            if relay is not None and line.startswith(_PROGRESS):
+                relay(line.rstrip("\n").split(" ", 1)[1])
+
+    def text(self):
+        """``(stdout, stderr)`` so far: all of it once the child has ended (each reader gets _READ_GRACE s to
+        reach the end of its pipe)."""
+        for reader in self._readers:
+            reader.join(_READ_GRACE)
+        return "".join(self.out), "".join(self.err)
+
+
+#: The start of the probe's progress lines (``cli.calibrate.ProbeProgress`` off a terminal).
+_PROGRESS = "[autodist] calibrate "
+#: Seconds a reader of an ended child's pipe gets to reach its end.
+_READ_GRACE = 10.0
+
+
+def _stop(child, streams):
     """SIGTERM first (the probe's coordinator stops every process it started), then SIGKILL; its stderr."""
     child.terminate()
     try:
-        return child.communicate(timeout=_STOP_GRACE)[1]
+        child.wait(timeout=_STOP_GRACE)
     except subprocess.TimeoutExpired:
         child.kill()
         try:
-            return child.communicate(timeout=_STOP_GRACE)[1]
+            child.wait(timeout=_STOP_GRACE)
         except subprocess.TimeoutExpired:   # not even SIGKILL ended it (a D-state process): leave it
-            return ""
+            return "".join(streams.err)
+    return streams.text()[1]
 
 
 def _write_spec(spec, directory):
