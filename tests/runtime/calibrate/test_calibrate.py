@@ -132,6 +132,8 @@ def test_a_sparse_apply_the_wire_already_explains_is_priced_at_the_own_rows_rate
     own_rate = message / own
     for residual in (-0.05, 0.0, 1e-7):
         t["ar_sparse"] = 0.01 + wire + own + residual
+        # approx's default 1e-6 relative: the same few float divisions in another order; the old clamp gave
+        # ~1e12 B/s and a wrong message count would be off by 3x, both far past it
         assert probe_module._sparse_apply_rate(t, found, 4) == pytest.approx(own_rate), residual
     t["ar_sparse"] = 0.01 + wire + own + 0.006      # measurable: the others' 3 messages in 6 ms
     assert probe_module._sparse_apply_rate(t, found, 4) == pytest.approx(3 * message / 0.006)
