@@ -160,12 +160,18 @@ def _parser():
     return parser
 
 
-def main(argv=None):
+def options(argv=None):
+    """The command line's settings, ``--smoke``'s in place of those it sets."""
     args = _parser().parse_args(argv)
     if args.smoke:
         for key, value in SMOKE.items():
             setattr(args, key, value)
     args.label = args.label or ("paper_table_smoke" if args.smoke else "paper_table")
+    return args
+
+
+def main(argv=None):
+    args = options(argv)
     if os.geteuid() != 0:
         print("paper_table: autodist cluster needs root", file=sys.stderr)
         return 2

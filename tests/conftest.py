@@ -2,7 +2,8 @@
 
 TensorFlow's C++ logging is silenced for readable test output; this is the
 test harness's choice, never the package's (importing autodist reads no
-environment).
+environment). So is ``startup/sitecustomize.py`` on every started process's
+``PYTHONPATH``: Keras's optional integrations are not loaded.
 
 The loopback ``sshd`` (see ``sshd_fixture.py``) is started once per session,
 on first use, and stopped at the end; without ``/usr/sbin/sshd`` every test
@@ -27,6 +28,11 @@ import sshd_fixture
 import tiers
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# every Python process the suite starts skips Keras's optional scikit-learn, matplotlib and IPython hooks, a
+# third of its start-up (startup/sitecustomize.py)
+STARTUP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "startup")
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [STARTUP] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != STARTUP])
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 

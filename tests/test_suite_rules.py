@@ -7,14 +7,28 @@
   waited (``elapsed >= grace``: time does not run fast) and stays. Bounds on waits are fine
   (``proc.wait(60)``); claims about speed belong to ``benchmarks/``. A time may be printed for the record.
 
-The scanner is checked first on planted faults, so that the rule's test can fail.
+- Keras sessions are cleared with ``keras.backend.clear_session(free_memory=False)``: without the argument
+  Keras runs ``gc.collect()``, half a second in a process that holds TensorFlow graphs (5 of the 23 s of
+  seven option-table cells), and the suite clears a session per cell, in its workers and its pool nodes.
+
+The scanners are checked first on planted faults, so that the rules' tests can fail.
 """
 import ast
 import os
+import re
 import textwrap
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 CLOCKS = {"time", "monotonic", "perf_counter", "monotonic_ns", "time_ns", "perf_counter_ns", "process_time"}
+
+
+def _sources():
+    for directory, _, files in os.walk(TESTS):
+        for name in sorted(files):
+            if name.endswith(".py") and name != os.path.basename(__file__):
+                path = os.path.join(directory, name)
+                with open(path, encoding="utf-8") as f:
+                    yield os.path.relpath(path, os.path.dirname(TESTS)), f.read()
 
 
 def _is_clock(node):
@@ -108,11 +122,20 @@ def test_the_scanner_finds_asserts_on_clock_readings():
 
 
 def test_no_test_asserts_a_wall_clock_time():
-    found = []
-    for directory, _, files in os.walk(TESTS):
-        for name in sorted(files):
-            if name.endswith(".py") and name != os.path.basename(__file__):
-                path = os.path.join(directory, name)
-                with open(path, encoding="utf-8") as f:
-                    found += wall_clock_asserts(f.read(), os.path.relpath(path, os.path.dirname(TESTS)))
+    found = [where for path, text in _sources() for where in wall_clock_asserts(text, path)]
+    assert found == []
+
+
+COLLECTING_CLEAR = re.compile(r"clear_session\((?![^)]*free_memory=False)[^)]*\)")
+
+
+def test_the_scanner_finds_a_clear_session_that_collects_garbage():
+    planted = ["keras.backend.clear_session()", "keras.utils.clear_session(free_memory=True)",
+               "clear_session( )", "keras.backend.clear_session(free_memory=False)"]
+    assert [bool(COLLECTING_CLEAR.search(line)) for line in planted] == [True, True, True, False]
+
+
+def test_keras_sessions_are_cleared_without_a_garbage_collection():
+    found = ["{}:{}".format(path, text.count("\n", 0, match.start()) + 1)
+             for path, text in _sources() for match in COLLECTING_CLEAR.finditer(text)]
     assert found == []

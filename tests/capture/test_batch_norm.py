@@ -20,7 +20,7 @@ X = (np.random.RandomState(0).rand(6, 3, 3, 4) * [1.0, 5.0, 0.1, 20.0]).astype(n
 def _layer_outputs(synchronized, every_layer=None):
     """(outputs, gradient of their weighted sum w.r.t. x, moving mean, moving variance) of a BN layer, trained on X
     in a graph, inside ``synchronized_batch_norm(every_layer)`` unless it is None; and the graph."""
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     keras.utils.set_random_seed(2)
     graph = tf.Graph()
     with graph.as_default():

@@ -149,7 +149,7 @@ def test_batch_norm_statistics_are_per_replica_from_each_shard(spec, data, tmp_p
 
 def test_ad_function_runs_batch_norm_updates(spec, data):
     xs, ys = data
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     ad = AutoDist(spec, PS())
     with tf.Graph().as_default(), ad.scope():
         model = _bn_model()

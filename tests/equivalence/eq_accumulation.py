@@ -95,7 +95,7 @@ def function_reference():
     """(per-update losses, weights): eager Keras on one device on the k micro-batches at once."""
     import keras
     import tensorflow as tf
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     model, optimizer = _keras_parts()
     losses = []
     for step in range(eq_harness.STEPS):
@@ -112,7 +112,7 @@ def function_reference():
 def run_function_node(case, address, servers, chief, spec_path, rows):
     import keras
     import tensorflow as tf
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     ad = eq_harness.job_autodist(case, address, servers, chief, spec_path)
     with tf.Graph().as_default(), ad.scope():
         model, optimizer = _keras_parts()

@@ -147,7 +147,9 @@ def _answer(address, servers, chief, spec_path, message):
         return None
     case, rows = message   # a case names the module whose run_node it runs (default: this one's, the graph-mode cases)
     import keras
-    keras.backend.clear_session()   # every case names its layers as a fresh process would, as the chief's node does
+    # every case names its layers as a fresh process would, as the chief's node does (free_memory: no gc.collect,
+    # half a second in a process holding TensorFlow graphs)
+    keras.backend.clear_session(free_memory=False)
     run = importlib.import_module(case["module"]).run_node if "module" in case else run_node
     return run(case, address, servers, chief, spec_path, rows)
 

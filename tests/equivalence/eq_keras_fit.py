@@ -21,7 +21,7 @@ from keras_fit_models import build, run  # noqa: E402
 
 def run_node(case, address, servers, chief, spec_path, rows):
     """``{history, evaluate, predict, weights}`` of this node (``rows`` is unused: ``fit`` splits the data)."""
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     keras.mixed_precision.set_global_policy(case.get("policy", "float32"))
     try:
         ad = eq_harness.job_autodist(case, address, servers, chief, spec_path)

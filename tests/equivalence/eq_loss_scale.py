@@ -41,7 +41,7 @@ def _replica_values(session, var_ops):
 
 
 def run_node(case, address, servers, chief, spec_path, rows):
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     keras.mixed_precision.set_global_policy("mixed_float16")
     try:
         ad = eq_harness.job_autodist(case, address, servers, chief, spec_path)

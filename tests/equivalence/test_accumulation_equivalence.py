@@ -1,7 +1,8 @@
 """Gradient accumulation: k = 4 micro-steps of batch b under every synchronous builder == one step of batch 4b.
 
-For the dense (linear regression), CNN and Keras Embedding models, on one
-node with two replicas and on two loopback nodes, through ``sess.run``; through
+For the dense (linear regression), CNN and Keras Embedding models, each pair of
+builder and model on one node with two replicas or on two loopback nodes (every
+builder and every model on both: ``test_equivalence.cells``), through ``sess.run``; through
 ``ad.function`` with a Keras model on two nodes (Parallax on the sparse model
 only: ``tests/dedupe.py``). The per-example losses of
 every micro-step and the final variables on every node equal one device
@@ -30,7 +31,7 @@ def _reference(model):
     return accumulation.reference(model)
 
 
-@pytest.mark.parametrize("builder,model,topology", cells(MODELS, TOPOLOGIES))
+@pytest.mark.parametrize("builder,model,topology", cells(MODELS, TOPOLOGIES, per_pair=1))
 def test_accumulated_steps_equal_one_large_step(builder, model, topology, pools, tmp_path):
     case = harness.new_case(builder, model, tmp_path, module="eq_accumulation",
                             accumulation_steps=accumulation.K)

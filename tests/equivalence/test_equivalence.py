@@ -1,7 +1,8 @@
 """The main oracle: every synchronous strategy trains exactly like one device on the global batch.
 
-8 builders x 6 models x 3 topologies (Parallax on the sparse models only: on
-the others its plan is AllReduce's, ``tests/dedupe.py``). After STEPS steps,
+8 builders x 6 models, each pair on 2 of the 4 topologies (``cells``: every
+builder and every model on every topology; Parallax on the sparse models
+only: on the others its plan is AllReduce's, ``tests/dedupe.py``). After STEPS steps,
 the per-example losses of every step (all replicas of all nodes, in batch
 order) and the final variables on every node equal the single-device run's,
 within float tolerance.
@@ -35,12 +36,38 @@ def _rows(topology):
     return rows
 
 
-def cells(models, topologies, builders=BUILDERS):
-    """``(builder, model, topology)`` params: every builder on every model and topology, Parallax on the sparse
-    models only."""
-    return [pytest.param(builder, model, topology, id="{}-{}-{}".format(builder, model, topology))
-            for builder in builders for model in models for topology in topologies
-            if builder in builders_for(builders, model in SPARSE_MODELS)]
+def cells(models, topologies, builders=BUILDERS, per_pair=2):
+    """``(builder, model, topology)`` params: every builder on every model (Parallax on the sparse models only),
+    each pair on ``per_pair`` of the topologies, chosen so that every builder and every model still meets every
+    topology. The i-th builder and the j-th model run on topologies i + j + r * (T / per_pair) mod T, r <
+    ``per_pair``: as j goes over at least as many models as there are topologies, i + j takes every value mod
+    T, and as i goes over the builders, too. A builder with too few models for that (Parallax) runs each on
+    every topology. ``per_pair=len(topologies)``: the whole cross product."""
+    count = len(topologies)
+    if not 0 < per_pair <= count or count % per_pair:
+        raise ValueError("per_pair {} does not divide {} topologies".format(per_pair, count))
+    found = []
+    for i, builder in enumerate(builders):
+        own = [j for j, model in enumerate(models) if builder in builders_for(builders, model in SPARSE_MODELS)]
+        offsets = range(count) if len(own) * per_pair < count else range(0, count, count // per_pair)
+        found += [(builder, models[j], topologies[(i + j + offset) % count]) for j in own for offset in offsets]
+    return [pytest.param(*cell, id="-".join(cell)) for cell in found]
+
+
+@pytest.mark.parametrize("models,topologies,per_pair", [
+    (sorted(MODELS), sorted(TOPOLOGIES), 2), (sorted(MODELS), sorted(TOPOLOGIES), 1), (["linreg", "cnn", "lstm",
+     "embedding"], sorted(TOPOLOGIES), 1), (["linreg", "cnn", "keras_embedding"], ["a", "b"], 1)])
+def test_cells_put_every_builder_and_every_model_on_every_topology(models, topologies, per_pair):
+    found = [param.values for param in cells(models, topologies, per_pair=per_pair)]
+    assert len(found) == len(set(found))
+    for builder in BUILDERS:
+        own = [m for m in models if builder in builders_for(BUILDERS, m in SPARSE_MODELS)]
+        assert {b_m for b_m in ((b, m) for b, m, _ in found) if b_m[0] == builder} == {(builder, m) for m in own}
+        assert {t for b, _, t in found if b == builder} == set(topologies), builder
+        assert all(sum(1 for cell in found if cell[:2] == (builder, m)) >= per_pair for m in own)
+    for model in models:
+        assert {t for _, m, t in found if m == model} == set(topologies), model
+    assert set(found) <= {param.values for param in cells(models, topologies, per_pair=len(topologies))}
 
 
 @pytest.mark.slow

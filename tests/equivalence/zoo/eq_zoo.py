@@ -16,7 +16,7 @@ def run_node(case, address, servers, chief, spec_path, rows):
     copies of the model's non-trainable weights (batch-norm statistics: equal on every replica when synchronized)."""
     import autodist
     from autodist.runtime.context import JobContext
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     zoo = zoo_models.MODELS[case["model"]]
     job = JobContext(job_id=case["job_id"], address=address, servers=servers, chief=chief,
                      strategy_path=case["strategy_path"], strategy_wait=60.0, collective_key_base=case["key_base"])

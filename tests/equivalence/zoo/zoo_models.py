@@ -180,7 +180,7 @@ def run(model, name):
 
 def reference(name):
     """``run`` in plain eager Keras on one device."""
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     with float_type():
         model = MODELS[name].build()
         return run(model, name)

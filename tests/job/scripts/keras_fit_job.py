@@ -33,7 +33,7 @@ def main(spec, builder, kind):
     expected = reference.fit(x, y, **fit).history
     expected_eval = reference.evaluate(x, y, verbose=0)
     expected_predict = reference.predict(x[:9], verbose=0)
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     ad = AutoDist(spec, getattr(strategies, builder)())
     with tf.Graph().as_default(), ad.scope():
         model = build(kind)

@@ -84,10 +84,10 @@ def _alone(script, args):
 @pytest.mark.parametrize("text", [SCRIPT, CUSTOM_STEP], ids=["sequential", "custom-train-step"])
 def test_unmodified_fit_script_equals_running_it_alone(spec, tmp_path, text):
     script = _write(tmp_path, text)
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     _alone(script, [str(tmp_path / "alone.npz")])
     originals = {name: getattr(keras.Model, name) for name in ("fit", "evaluate", "predict", "compile")}
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     assert run_script(AutoDist(spec, AllReduce()), script, [str(tmp_path / "run.npz")]) == 0
     assert {name: getattr(keras.Model, name) for name in originals} == originals
     alone, run = np.load(tmp_path / "alone.npz"), np.load(tmp_path / "run.npz")
@@ -130,6 +130,6 @@ def dense():
 ], ids=["two-models", "uncompiled", "not-rebuildable", "predict-first"])
 def test_what_cannot_be_distributed_is_a_clear_error(spec, tmp_path, body, message):
     script = _write(tmp_path, PRELUDE + textwrap.dedent(body))
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     with pytest.raises(CaptureError, match=message):
         run_script(AutoDist(spec, AllReduce()), script, [])

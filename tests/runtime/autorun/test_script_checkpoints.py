@@ -26,7 +26,7 @@ SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.ab
 
 def _job(spec, ckpt, args, lines):
     """One run of the script under ``run_script`` with ``--checkpoint-dir ckpt --checkpoint-steps 3``."""
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     ad = AutoDist(spec, AllReduce())
     checkpoints = ScriptCheckpoints(str(ckpt), 3, None, ad.job, os.environ, lines.append)
     return run_script(ad, SCRIPT, args), checkpoints
@@ -41,7 +41,7 @@ def _weights(prefix):
 def test_a_failed_run_started_again_resumes_at_the_saved_step_with_the_uninterrupted_weights(spec, tmp_path,
                                                                                              mode, capsys):
     ckpt, lines, draws = tmp_path / "ckpt", [], ["--draws", "2"]   # the spec's two replicas
-    keras.backend.clear_session()   # the uninterrupted run (fit's shuffles are autodist's, not Keras')
+    keras.backend.clear_session(free_memory=False)   # the uninterrupted run (fit's shuffles are autodist's, not Keras')
     assert run_script(AutoDist(spec, AllReduce()), SCRIPT, [str(tmp_path / "whole"), "--mode", mode] + draws) == 0
     with pytest.raises(RuntimeError, match="failing after step 7"):
         _job(spec, ckpt, [str(tmp_path / "first"), "--mode", mode, "--fail-at", "7"] + draws, lines)

@@ -55,7 +55,7 @@ def run(model, kind):
 
 def reference(kind, accumulation_steps=None, policy="float32"):
     """``run`` in plain eager Keras on one device, with the final trainable weights."""
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     keras.mixed_precision.set_global_policy(policy)
     try:
         model = build(kind, accumulation_steps)

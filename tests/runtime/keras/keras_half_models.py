@@ -62,7 +62,7 @@ def run(model):
 @contextlib.contextmanager
 def mixed_float16():
     """A fresh Keras session under the ``mixed_float16`` policy for the block (float32 after it)."""
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     keras.mixed_precision.set_global_policy("mixed_float16")
     try:
         yield

@@ -112,7 +112,7 @@ def fit(net):
 
 def fit_reference(option):
     """(losses per epoch, weights) of ``fit`` on one device in eager Keras."""
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     set_policy(option)
     net = model(option)
     losses = fit(net)
@@ -132,7 +132,7 @@ def batches():
 def loop_reference(option):
     """The weights after a custom loop (tape, scaled loss, ``apply``) over ``batches()`` on one device."""
     import tensorflow as tf
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     set_policy(option)
     net = model(option)
     for x, y in batches():

@@ -80,12 +80,12 @@ def _run(model, x, y):
 @pytest.mark.parametrize("kind,builder", [("guide", AllReduce()), ("own", PS())], ids=["guide-AllReduce", "own-PS"])
 def test_a_custom_step_is_honoured_and_equals_single_device(spec, kind, builder):
     x, y = _data(kind)
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     reference = _build(kind)
     expected = _run(reference, x, y)
     expected_weights = [w.numpy() for w in reference.weights]
 
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     ad = AutoDist(spec, builder)
     with tf.Graph().as_default(), ad.scope():
         model = _build(kind)
@@ -127,7 +127,7 @@ class NoGradients(GuideStep):
 ], ids=["raw-loss", "eager-only", "no-gradients"])
 def test_a_custom_step_that_cannot_be_exact_is_a_clear_error(spec, cls, message):
     x, y = _data("guide")
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     ad = AutoDist(spec, AllReduce())
     with tf.Graph().as_default(), ad.scope():
         inputs = keras.Input((4,))

@@ -22,7 +22,7 @@ CLASS_WEIGHT = {0: 0.5, 2: 2.0}   # class 1 left out: weight 1
 
 
 def _distributed(spec):
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     ad = AutoDist(spec, AllReduce())
     with tf.Graph().as_default(), ad.scope():
         model = build("dense")
@@ -30,7 +30,7 @@ def _distributed(spec):
 
 
 def _single():
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     return build("dense")
 
 

@@ -32,7 +32,7 @@ def _session(kind, x, y, **fit):
 
 def _distributed(spec, builder, kind):
     """``(ad, model)``: ``spec`` a resource spec file, or the one-node pool's ``pooled`` (``conftest.py``)."""
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     ad = AutoDist(spec, builder) if isinstance(spec, str) else spec(builder)
     with tf.Graph().as_default(), ad.scope():
         model = _build(kind)
@@ -69,7 +69,7 @@ def test_fit_twice_a_dataset_and_early_stopping_follow_single_device(spec):
     x, y = _data("dense")
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH)
     stop = lambda: keras.callbacks.EarlyStopping(monitor="loss", min_delta=0.05, patience=0)  # noqa: E731
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     reference, first = _session("dense", x, y, epochs=2)
     second = reference.fit(dataset, epochs=30, verbose=0, callbacks=[stop()]).history
     assert len(second["loss"]) < 30
@@ -83,7 +83,7 @@ def test_fit_twice_a_dataset_and_early_stopping_follow_single_device(spec):
 
 def test_evaluate_first_and_a_returned_dict(spec):
     x, y = _data("dense")
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     expected = _build("dense").evaluate(x, y, verbose=0, return_dict=True)
     ad, model = _distributed(spec, AllReduce(), "dense")
     _close(model.evaluate(x, y, verbose=0, return_dict=True), expected)
@@ -114,7 +114,7 @@ def test_callbacks_learning_rate_early_stopping_and_checkpoints_as_on_one_device
     fit = dict(epochs=12, validation_data=(x[:20], y[:20]))
     (tmp_path / "one").mkdir()
     (tmp_path / "dist").mkdir()
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     reference, expected = _session("dense", x, y, callbacks=_callbacks(tmp_path / "one"), **fit)
     assert len(expected["loss"]) < 12 and expected["learning_rate"][1] == 2 * expected["learning_rate"][0]
     expected_weights = reference.get_weights()
@@ -127,7 +127,7 @@ def test_callbacks_learning_rate_early_stopping_and_checkpoints_as_on_one_device
         np.testing.assert_allclose(actual, want, rtol=1e-4, atol=1e-5)
     assert (tmp_path / "dist" / "log.csv").read_text().splitlines()[0] == \
         (tmp_path / "one" / "log.csv").read_text().splitlines()[0]
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     for name in ("one", "dist"):   # files single-device Keras loads, holding the same values
         loaded = _build("dense")
         loaded.load_weights(str(tmp_path / name / "best.weights.h5"))
@@ -157,7 +157,7 @@ def test_accumulating_fit_equals_keras_own_accumulation_on_one_device(spec, kind
     batch of 3b sees them (tests/equivalence/test_accumulation_equivalence.py): the Embedding model runs Keras'
     own option only."""
     expected = reference(kind, 3)
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     ad = AutoDist(spec, AllReduce(), accumulation_steps=3 if how == "AutoDist" else None)
     with tf.Graph().as_default(), ad.scope():
         model = _build(kind, 3 if how == "Keras" else None)
@@ -171,7 +171,7 @@ def test_the_eager_scope_form_of_tf_distribute_fits_as_single_device(spec):
     then plain fit/evaluate/predict, as with ``strategy.scope()``; a second scope returns to the same graph."""
     assert tf.executing_eagerly()
     expected = _reference("dense")
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     ad = AutoDist(spec, AllReduce())
     with ad.scope():
         assert not tf.executing_eagerly()

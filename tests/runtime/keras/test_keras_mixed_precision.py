@@ -33,7 +33,7 @@ def _float32_after():
 
 
 def _distributed(spec, builder, optimizer, build_optimizer=False):
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     keras.mixed_precision.set_global_policy("mixed_float16")
     ad = AutoDist(spec, getattr(strategies, builder)())
     with tf.Graph().as_default(), ad.scope():
@@ -70,7 +70,7 @@ def test_a_loop_of_ones_own_under_a_loss_scale_optimizer(spec):
                                                 model.trainable_variables))
         return step
 
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     keras.mixed_precision.set_global_policy("mixed_float16")
     reference = half.build("sgd")
     reference.optimizer.build(reference.trainable_variables)

@@ -44,7 +44,7 @@ _loop_reference = functools.lru_cache(maxsize=None)(loop_reference)
 
 
 def _distributed(pooled, option, builder):
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     set_policy(option)
     return pooled(BUILDERS[builder][0]())
 
@@ -142,7 +142,7 @@ def test_session_run(pooled, option, builder):
 
 def test_a_keras_loss_scale_read_before_the_optimizer_is_built_is_the_initial_one():
     """Why the graph rows build the optimizer first: an unbuilt LossScaleOptimizer scales by a constant."""
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     with tf.Graph().as_default():
         optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.1))
         assert float(tf.compat.v1.Session().run(optimizer.scale_loss(tf.constant(1.0)))) == optimizer.initial_scale

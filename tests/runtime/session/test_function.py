@@ -74,7 +74,7 @@ def test_train_then_predict_equals_single_device(spec, data, builder):
     """Two functions; the second is traced after the session exists, so the values move to a new one."""
     x, y = data
     expected, expected_predictions = _reference(data, 5, predict_after=3)
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     ad = AutoDist(spec, builder)
     with tf.Graph().as_default(), ad.scope():
         model, optimizer = _model()
@@ -91,7 +91,7 @@ def test_train_then_predict_equals_single_device(spec, data, builder):
 
 def test_cache_is_keyed_by_function_shapes_and_dtypes(spec, data):
     x, y = data
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     ad = AutoDist(spec, AllReduce())
     with tf.Graph().as_default(), ad.scope():
         model, optimizer = _model()
@@ -159,7 +159,7 @@ def test_writes_nothing_depends_on_run_in_every_replica(spec, data):
 
 def test_bad_arguments_and_retraining_are_refused(spec, data):
     x, y = data
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     ad = AutoDist(spec, AllReduce())
     with tf.Graph().as_default(), ad.scope():
         model, optimizer = _model()
@@ -175,7 +175,7 @@ def test_bad_arguments_and_retraining_are_refused(spec, data):
 
 def test_a_saver_follows_the_session_the_functions_run_in(spec, data, tmp_path):
     x, y = data
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     ad = AutoDist(spec, PS())
     with tf.Graph().as_default(), ad.scope():
         model, optimizer = _model()
@@ -199,7 +199,7 @@ def test_a_saver_follows_the_session_the_functions_run_in(spec, data, tmp_path):
 def test_a_function_can_be_traced_before_it_runs(spec, data):
     """Evaluating before training: the training step is traced first, so one session serves both."""
     x, y = data
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     ad = AutoDist(spec, AllReduce())
     with tf.Graph().as_default(), ad.scope():
         model, optimizer = _model()
