@@ -43,6 +43,7 @@ def test_output_env_cwd_and_exit_code_come_back_through_srun(allocation, out, tm
     handle = runner.run([PY, "-c", "import os, sys; print(os.environ['K'], os.environ['SLURMD_NODENAME'], "
                                    "os.getcwd()); sys.exit(3)"], env={"K": "v w"}, cwd=str(tmp_path))
     assert handle.wait(60) == 3
+    assert handle.terminate(grace=5.0) == 3   # a step that ended: no signal to send, its own status
     assert out.getvalue().splitlines() == ["[127.0.0.2] v w 127.0.0.2 {}".format(tmp_path)]
     assert "--nodelist=127.0.0.2" in allocation.read_text()
 
@@ -52,6 +53,7 @@ def test_terminate_stops_the_task_through_srun(allocation, out):
     handle = runner.run([PY, "-c", "import time; print('up', flush=True); time.sleep(60)"])
     assert _wait_line(handle, "up")
     assert handle.terminate(grace=5.0) == 143   # SIGTERM, forwarded to the task
+    assert handle.terminate(grace=5.0) == 143   # a second call: stopped already, the same status
 
 
 def test_a_task_that_ignores_sigterm_is_killed_by_srun(allocation, out):

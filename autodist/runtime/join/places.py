@@ -66,10 +66,6 @@ class Place:
     serves_rendezvous: bool = False              # this process serves it
     host: Optional[str] = None                   # this process's host as the others reach it (None: found then)
 
-    @property
-    def is_chief(self):
-        return self.rank == self.chief
-
 
 def _int(environ, name):
     text = environ.get(name, "")

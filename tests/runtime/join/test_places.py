@@ -30,6 +30,15 @@ def test_tf_config_places_the_chief_first_and_leaves_out_evaluators_and_ps():
     assert with_ps.rank == 3 and job_spec(with_ps).node_specs[3].gpus == ()
 
 
+def test_two_tf_config_tasks_on_one_host_are_refused_naming_it():
+    """One process per node drives the node's devices: a cluster of two tasks on a host is not an autodist job."""
+    config = {"cluster": {"worker": ["a:1", "b:1", "a:2", "c:1", "c:2"]}, "task": {"type": "worker", "index": 1}}
+    place = resolve({"TF_CONFIG": json.dumps(config)})
+    with pytest.raises(ResourceSpecError, match=r"several processes of the job run on a, c: autodist runs one "
+                                                r"process per node.*srun --ntasks-per-node=1, one replica per pod"):
+        job_spec(place)
+
+
 def test_worker_zero_is_the_chief_without_a_chief_task():
     config = {"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 1}}
     place = resolve({"TF_CONFIG": json.dumps(config)})
