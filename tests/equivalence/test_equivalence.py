@@ -40,9 +40,10 @@ def cells(models, topologies, builders=BUILDERS, per_pair=2):
     """``(builder, model, topology)`` params: every builder on every model (Parallax on the sparse models only),
     each pair on ``per_pair`` of the topologies, chosen so that every builder and every model still meets every
     topology. The i-th builder and the j-th model run on topologies i + j + r * (T / per_pair) mod T, r <
-    ``per_pair``: as j goes over at least as many models as there are topologies, i + j takes every value mod
-    T, and as i goes over the builders, too. A builder with too few models for that (Parallax) runs each on
-    every topology. ``per_pair=len(topologies)``: the whole cross product."""
+    ``per_pair``: as j goes over consecutive models, at least T / per_pair of them, these take every value mod
+    T, and as i goes over the builders, too (the test below checks the matrices' inputs). A builder with fewer
+    models (Parallax: the sparse ones) runs each on every topology. ``per_pair=len(topologies)``: the whole
+    cross product."""
     count = len(topologies)
     if not 0 < per_pair <= count or count % per_pair:
         raise ValueError("per_pair {} does not divide {} topologies".format(per_pair, count))
