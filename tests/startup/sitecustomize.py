@@ -5,8 +5,8 @@ with it SciPy), matplotlib's pyplot and IPython whenever they are installed, to
 offer its scikit-learn wrappers, image plots and notebook hooks. No test uses
 those, and the test extra installs scikit-learn and matplotlib for the
 examples and the benchmarks' plots. Measured here: ``import tensorflow`` takes
-4.3 CPU-seconds with them and 2.9 without, and the multi-process tiers start
-some thousand TensorFlow processes (chiefs, nodes, examples, restarts).
+4.3 CPU-seconds with them and 2.8 without, and the multi-process tiers start
+TensorFlow in every chief, node, example and restart they run.
 
 ``tests/conftest.py`` puts this directory first on ``PYTHONPATH``, so every
 Python process the suite starts with the suite's environment runs this. An
