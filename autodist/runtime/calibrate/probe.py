@@ -238,7 +238,6 @@ def _sparse_apply_rate(t, found, n):
     return others / left if left > others / own_rate / _UNMEASURED else own_rate
 
 
-
 def probe(spec, repeats=None, sink=None, progress=None):
     """Measure ``spec``'s cluster: a :class:`Calibration` (``source="probe"``), each figure the median of
     ``repeats`` timed runs (default: ``default_repeats(spec)``).

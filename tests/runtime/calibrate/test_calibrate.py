@@ -1,5 +1,6 @@
 """``autodist calibrate``: the probe over the loopback cluster and of one node (slow), ``--show`` and the duplex
 arithmetic."""
+import io
 import json
 import os
 import pathlib
@@ -94,7 +95,7 @@ def _assert_progress_lines(stderr, last):
     assert all(what in STAGES.values() for _, _, what in lines) and lines[-1][2] == last, lines
 
 
-class _Stream(__import__("io").StringIO):
+class _Stream(io.StringIO):
     def __init__(self, terminal):
         super().__init__()
         self.terminal = terminal
