@@ -7,7 +7,20 @@ the kernel (bind to port 0), several at once so that they are distinct::
     job_id = new_job_id()                       # '20250101-120000-3f9a1c2e'
     workdir = job_workdir("/tmp/autodist", job_id)   # '/tmp/autodist/job-20250101-...'
     port, = free_ports(runner, exclude=taken)   # a port free on runner's node
+    hold = PortHold(runner, exclude=taken)      # the same, kept from other jobs until hold.release()
+
+A port is free only until someone binds it, and the servers bind theirs
+seconds after the pick (a node's script starts first). Another job on the
+same machine picking meanwhile could get the same port from the kernel, and
+one of the two servers then fails to start. ``PortHold`` keeps the port bound
+in this process (``SO_REUSEADDR``, never listening) until the job's servers
+listen: the kernel gives a held port to no ``bind(("", 0))``, nor to an
+explicit bind without ``SO_REUSEADDR``, while a TensorFlow server (gRPC sets
+``SO_REUSEADDR``) binds it. It holds the ports of nodes on this machine's
+network stack: the local ones and loopback addresses (reached over SSH or
+not); a node elsewhere picks its port remotely, unheld.
 """
+import ipaddress
 import posixpath
 import re
 import secrets
@@ -19,7 +32,7 @@ from autodist.errors import LaunchError
 from autodist.runner.base import run_for_output
 from autodist.runner.local import LocalRunner
 
-__all__ = ["new_job_id", "job_workdir", "workdir_argv", "free_ports", "free_port"]
+__all__ = ["new_job_id", "job_workdir", "workdir_argv", "free_ports", "free_port", "PortHold", "release_ports"]
 
 _JOB_ID = re.compile(r"[0-9]{8}-[0-9]{6}-[0-9a-f]{8}\Z")
 _ATTEMPTS = 5
@@ -107,3 +120,49 @@ def free_ports(runner=None, count=1, exclude=(), python="python3", timeout=30.0)
 
 def free_port(runner=None, exclude=(), python="python3", timeout=30.0):
     return free_ports(runner, 1, exclude, python, timeout)[0]
+
+
+class PortHold:
+    """A port free on ``runner``'s node (``port``), held from other jobs until ``release()`` (module docstring)."""
+
+    def __init__(self, runner=None, exclude=(), python="python3", timeout=30.0):
+        self._socket = None
+        if not _on_this_stack(runner):
+            self.port = free_port(runner, exclude, python, timeout)
+            return
+        for _ in range(_ATTEMPTS):
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(("", 0))
+            if sock.getsockname()[1] not in set(exclude):
+                self._socket, self.port = sock, sock.getsockname()[1]
+                return
+            sock.close()
+        raise LaunchError("{}: no free port outside {} after {} attempts".format(
+            getattr(runner, "name", "localhost"), sorted(exclude), _ATTEMPTS))
+
+    @property
+    def held(self):
+        return self._socket is not None
+
+    def release(self):
+        """Let the port go (idempotent): its server listens now, or will never."""
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
+
+
+def release_ports(holds):
+    """``release()`` every ``PortHold`` of ``holds``."""
+    for hold in holds:
+        hold.release()
+
+
+def _on_this_stack(runner):
+    """Whether ``runner``'s node shares this process's network stack: a local runner, or a loopback address."""
+    if runner is None or isinstance(runner, LocalRunner):
+        return True
+    try:
+        return ipaddress.ip_address(getattr(runner, "address", None) or runner.name).is_loopback
+    except ValueError:
+        return False

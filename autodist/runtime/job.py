@@ -60,6 +60,7 @@ from autodist.runtime.watch.views import JobViews
 from autodist.runtime.launch.node import runner_factory, single_node_job
 from autodist.plan.strategy import Strategy
 from autodist.runtime.join.platform import EXIT_RETRY, Handoff, platform_versions
+from autodist.runtime.join.servers_up import await_servers
 from autodist.runtime.strategy_handoff import (adopt_calibration, build_strategy, calibration_from_dict,
                                                check_fingerprint, keep_calibration, load_strategy, script_argv,
                                                with_accumulation, write_calibration, write_fingerprint)
@@ -301,6 +302,8 @@ class Job(JobEnding):
             self._builder = adopt_calibration(self.strategy_builder, path)
         failure = self._chief_lost if self._launched_by_chief else None
         self._session_args = (context, failure, None)
+        if self._launched_by_chief:
+            await_servers(context)
         if self._launched_by_chief and self._reporter is None:
             self._reporter = ReportWriter(self._monitor).start()
         return open_node_session(item, strategy, context, self._spec, failure=failure, monitor=self._monitor,

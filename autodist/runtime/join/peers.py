@@ -83,13 +83,14 @@ def speaks_http2(server, timeout=_CONNECT_TIMEOUT):
     return None
 
 
-def await_peers(servers, names, timeout, say, interval=0.5, check=None):
+def await_peers(servers, names, timeout, say, interval=0.5, check=None,
+                bound="AutoDist(ready_timeout=) or AUTODIST_READY_TIMEOUT"):
     """Wait until every ``servers`` entry (rank -> "host:port") is up, up to ``timeout`` s.
 
     ``names``: rank -> how to call it ("task 1 (10.0.0.2:29400)");
     ``check(rank)``: None when that server is this job's, else why not (after
     it accepts connections and speaks HTTP/2). Raises ``JoinError`` naming
-    whoever is still missing at the bound.
+    whoever is still missing at the bound (``bound``: what sets it, for the message).
     """
     start = time.monotonic()
     missing = dict(servers)
@@ -103,8 +104,7 @@ def await_peers(servers, names, timeout, say, interval=0.5, check=None):
         listing = "; ".join("{}: {}".format(names[rank], reasons[rank]) for rank in sorted(missing))
         if waited >= timeout:
             raise JoinError("the job did not come together within {:.0f} s: still waiting for {} (is that process "
-                            "started, and its address right? the bound is AutoDist(ready_timeout=) or "
-                            "AUTODIST_READY_TIMEOUT)".format(timeout, listing))
+                            "started, and its address right? the bound is {})".format(timeout, listing, bound))
         if time.monotonic() >= next_report:
             say("waiting for {} of {} processes ({:.0f} s of {:.0f}): {}".format(
                 len(missing), len(servers), waited, timeout, listing))

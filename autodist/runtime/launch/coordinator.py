@@ -1,15 +1,15 @@
 """Coordinator: the chief's side of a multi-node job.
 
-    launch   check every remote host (preflight: reachable, host key trusted,
-             authenticated, matching python/autodist/TensorFlow), all at once,
-             before anything starts; pick a free server port on every node; make
-             the job's working directory there (mode 0700) and copy the strategy
-             into it; start the chief's TensorFlow server in this process, then
-             the user's script on every other node with its JobContext in the
-             environment; each script's process hosts its node's server
-             (``autodist.runtime.launch.member_server``: one process per node) and
-             the launch waits until each listens. Ctrl-C or SIGTERM meanwhile
-             stops the launch at its next step and removes whatever it started
+    launch   check every remote host (preflight: reachable, host key trusted, authenticated,
+             matching python/autodist/TensorFlow), all at once, before anything starts;
+             pick a free server port on every node (held from other jobs until its server
+             listens: ``runner.allocation.PortHold``); make the job's working directory
+             there (mode 0700) and copy the strategy into it; start the chief's TensorFlow
+             server in this process, then the user's script on every other node with its
+             JobContext in the environment; each script's process hosts its node's server
+             (``autodist.runtime.launch.member_server``: one process per node) and the
+             launch waits until each listens. Ctrl-C or SIGTERM meanwhile stops the
+             launch at its next step and removes whatever it started
     watch    a thread polls every process twice a second; a script that fails or
              a dropped connection stops the whole job at once and is reported
              as ``RemoteWorkerError`` (host, exit code, last
@@ -52,6 +52,7 @@ from autodist.errors import LaunchError
 from autodist.runtime.launch.chief_signals import ChiefSignals
 from autodist.runtime.context import JobContext
 from autodist.runtime.launch.job_logs import LOG_BASE, JobLogs
+from autodist.runner.allocation import release_ports
 from autodist.runner.console import NodeConsole, WholeLines
 from autodist.runtime.notices import ANNOUNCE
 from autodist.runtime.watch.stall import job_stall
@@ -87,6 +88,7 @@ class Coordinator:
         self._python = python
         self._base = workdir_base
         self._runners = {}
+        self._port_holds = {}   # address -> runner.allocation.PortHold of its port, until its server listens
         self._workers = {}      # address -> handle of its script
         self._workdir = None    # the same path on every node
         self._created = set()   # addresses whose working directory exists
@@ -171,6 +173,7 @@ class Coordinator:
                 self._serve_chief()
             self._start_workers(argv, cwd)
             await_ready(self._workers, self._ready_timeout, self._signals.check)
+            release_ports(self._port_holds.values())
             self._signals.release()
         except BaseException:
             self.abort()
@@ -188,14 +191,13 @@ class Coordinator:
             preflight(remote, local_versions(), timeout=self._preflight_timeout, python=self._python or "python3")
 
     def _pick_ports(self):
-        """``{address: "host:port"}``: a port free on each node, distinct among nodes sharing a machine."""
-        from autodist.runner import free_port
-        used, servers = [], {}
+        """``{address: "host:port"}``: a port free on each node, distinct among nodes sharing a machine, held from
+        other jobs until every server listens (``runner.allocation.PortHold``)."""
+        from autodist.runner.allocation import PortHold
         for address, runner in self._runners.items():
-            port = free_port(runner, exclude=used, python=self._python_for(runner))
-            used.append(port)
-            servers[address] = host_port(address, port)
-        return servers
+            taken = [h.port for h in self._port_holds.values()]
+            self._port_holds[address] = PortHold(runner, exclude=taken, python=self._python_for(runner))
+        return {address: host_port(address, hold.port) for address, hold in self._port_holds.items()}
 
     def _stage(self, strategy_path, staged=()):
         for address, runner in self._runners.items():
@@ -379,6 +381,7 @@ class Coordinator:
         if reason and first:
             self._say_while_stopping("job {}: {}; stopping every process of the job".format(self.job_id, reason))
         self._stop.set()
+        release_ports(self._port_holds.values())
         try:
             self._terminate_all()
             self._remove_workdirs()

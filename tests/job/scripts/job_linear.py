@@ -5,6 +5,7 @@
                               [--chief-exit-at K --exit-code C [--loop-outside-scope]]
                               [--worker-fail-at-end [--fail-delay S]] [--worker-ignores-sigterm]
                               [--stall-timeout S] [--chief-reads N] [--ballast FLOATS] [--worker-lr LR]
+                              [--late-node ADDRESS --late S]
 
 Every node takes its share of the global batch by ``ad.worker_index``, prints
 ``STEP <i>`` after each step and, at the end, ``RESULT <json>`` with its
@@ -76,7 +77,11 @@ def main():
     parser.add_argument("--chief-reads", type=int, default=0)
     parser.add_argument("--ballast", type=int, default=0)
     parser.add_argument("--worker-lr", type=float, default=LR)
+    parser.add_argument("--late-node", default=None)
+    parser.add_argument("--late", type=float, default=0.0)
     args = parser.parse_args()
+    if args.late_node and json.loads(os.environ.get("AUTODIST_JOB", "{}")).get("address") == args.late_node:
+        time.sleep(args.late)
     tf1 = tf.compat.v1
     ad = autodist.AutoDist(args.spec, getattr(strategies, args.strategy)(), stall_timeout=args.stall_timeout)
     if args.worker_ignores_sigterm and not ad.is_chief:
