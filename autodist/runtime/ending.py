@@ -66,6 +66,7 @@ class JobEnding:
             return
         try:
             if not abort:
+                self._close_session()
                 coordinator.finish(timeout)
                 return
             coordinator.abort(reason=reason)
@@ -121,11 +122,20 @@ class JobEnding:
                 leave_with(self.node_failure_status)   # another node failed: the supervisor restarts
             return
         try:
+            self._close_session()
             coordinator.finish()
         except RemoteWorkerError as e:
             self._node_failed = True
             print("autodist: error: {}".format(e), file=sys.stderr, flush=True)
             leave_with(self.node_failure_status)
+
+
+    def _close_session(self):
+        """Close this chief's session while the other nodes still serve: closing it deletes its sessions on their
+        servers, and once they are gone each deletion printed a gRPC UNAVAILABLE warning on the user's console."""
+        close = getattr(self.session, "close", None)
+        if close is not None:
+            close()
 
 
 def leave_if_stuck(job_ref):
