@@ -129,7 +129,6 @@ class JobEnding:
             print("autodist: error: {}".format(e), file=sys.stderr, flush=True)
             leave_with(self.node_failure_status)
 
-
     def _close_session(self):
         """Close this chief's session while the other nodes still serve: closing it deletes its sessions on their
         servers, and once they are gone each deletion printed a gRPC UNAVAILABLE warning on the user's console."""

@@ -27,7 +27,8 @@ def await_servers(context, timeout=SERVERS_TIMEOUT, say=None):
     """Return once every other server of ``context``'s job accepts TCP connections (s waited); ``JoinError`` at
     ``timeout`` naming the nodes still missing."""
     servers = {a: context.servers[a] for a in context.addresses if a != context.address}
-    names = {a: "node {} ({})".format(a, s) + (" (the chief)" if a == context.chief else "") for a, s in servers.items()}
+    names = {a: "node {} ({}){}".format(a, s, " (the chief)" if a == context.chief else "")
+             for a, s in servers.items()}
     say = say or (lambda text: notice(None, "{}: {}".format(context.address, text)))
     return await_peers(servers, names, timeout, say, bound="fixed for a node the chief launched; the chief ends "
                                                            "the job sooner when a node does not start")
