@@ -49,7 +49,6 @@ def test_three_nodes_over_ssh_train_like_one_device_with_hostile_env_and_paths(s
     assert_only_logs_left(chief.job_id)
 
 
-
 def test_a_node_that_starts_late_is_awaited_before_the_others_open_their_sessions(ssh_spec, chiefs):
     """127.0.0.3 starts its server 11 s after the others; 127.0.0.2 waits for it before its session, saying so
     after ``REPORT_EVERY`` (10 s). A session opened earlier tried 127.0.0.3, was refused, and TensorFlow's gRPC
