@@ -104,8 +104,9 @@ def _placeholders(tf, model, batch_size=None):
 
 class _PlanTimer:
     """Seconds the chief spends planning (``runtime.job.build_strategy``: the builder and the compiler) and
-    rewriting (``GraphTransformer.transform``), and the plan AutoStrategy chose, read by wrapping those
-    functions in this process (the benchmark's own instrument; autodist keeps no such record)."""
+    rewriting (``GraphTransformer.transform``), and the plan AutoStrategy chose with every candidate's
+    prediction and the calibration it priced them with, read by wrapping those functions in this process (the
+    benchmark's own instrument; autodist keeps no such record)."""
 
     def __init__(self):
         from autodist.kernel.graph_transformer import GraphTransformer
@@ -116,9 +117,11 @@ class _PlanTimer:
         self._wrap(GraphTransformer, "transform", "transform_s")
         search = AutoStrategy.search
 
-        def chosen(builder, *args, **kwargs):
-            result = search(builder, *args, **kwargs)
+        def chosen(builder, graph_item, resource_spec):
+            result = search(builder, graph_item, resource_spec)
             self.facts["chosen"] = result.chosen
+            self.facts["auto"] = result.to_dict()   # every candidate's prediction, for paper_table_model.py
+            self.facts["calibration"] = builder.calibration(resource_spec).to_dict()   # what they were priced with
             return result
         AutoStrategy.search = chosen
 
