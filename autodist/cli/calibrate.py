@@ -31,7 +31,8 @@ _ROWS = (("rpc_latency_s", "rpc latency (a PS variable's push/pull, per message)
          ("ps_step_s", "synchronous PS protocol per step", 1e3, "ms"),
          ("round_trip_s", "collective round trip per step", 1e3, "ms"),
          ("overlap", "overlap of communication with backprop", 1.0, ""),
-         ("flops", "float operations per second (one replica)", 1e-9, "GFLOP/s"))
+         ("flops", "float operations per second (one replica)", 1e-9, "GFLOP/s"),
+         ("op_s", "an op's cost beyond its arithmetic", 1e6, "us"))
 
 
 def register(subparsers):

@@ -19,7 +19,7 @@ strings otherwise (``all_reduce_spec=RING``).
 
 Every plan also gives its predicted step time and communication share
 (``autodist.strategies.cost``): one replica's step is measured here once per
-graph and ``--batch`` (cached; ``--compute estimate`` counts float operations
+graph and ``--batch`` (cached; ``--compute estimate`` counts float operations and ops
 instead), the network figures are ``autodist calibrate``'s cache or the spec's
 prior (this command never starts servers on the cluster to measure it; a job's
 chief does, for AutoStrategy, the first time). With ``-s AutoStrategy`` the JSON gains an ``"auto"`` object (the
@@ -58,7 +58,7 @@ def _add_options(parser, default=None):
                         help="output format (default: table)")
     parser.add_argument("--compute", choices=("measure", "estimate"), default="measure" if default is None else default,
                         help="one replica's step for the predicted step time: run the graph here once (cached) "
-                             "or estimate it from its float operations (default: measure)")
+                             "or estimate it from its float operations and ops (default: measure)")
     parser.add_argument("--batch", type=int, default=32 if default is None else default,
                         help="examples per replica where the graph's inputs leave the batch open (default: 32)")
     plan_views.add_options(parser, default)

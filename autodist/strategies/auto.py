@@ -49,8 +49,9 @@ context) the cache or the prior. A job plans with its chief's: the chief ships
 it with the strategy (``calibration.json`` in the job directory) and every
 node that builds again (a session reopened by ``ad.function``) uses it
 (:meth:`with_calibration`), whatever its own cache holds. The compute figure
-is the graph's float-operation estimate (a deterministic function of the
-graph), not a timing; a measured ``compute`` may be passed by a caller that
+is the graph's estimate (its float operations, ops and the bytes they write:
+``cost.compute.estimate_compute``, a deterministic function of the graph),
+not a timing; a measured ``compute`` may be passed by a caller that
 builds once (``autodist plan`` reports measured predictions separately).
 """
 import dataclasses
@@ -117,7 +118,7 @@ class AutoStrategy(StrategyBuilder):
     it launches the job, else the spec's prior; ``probe=False``: never measured).
     ``compute``: a
     :class:`~autodist.strategies.cost.Compute` of one replica's step (default:
-    estimated from the graph's float operations at ``batch`` examples).
+    estimated from the graph at ``batch`` examples: ``cost.compute.estimate_compute``).
     """
 
     def __init__(self, calibration=None, compute=None, batch=32, probe=True):

@@ -260,6 +260,45 @@ def test_estimated_rows_of_a_lookup_count_every_id_of_an_example():
         assert estimate_rows(tf.compat.v1.placeholder(tf.int64), 256) == 256   # nothing known: one an example
 
 
+def test_a_dense_layer_on_a_flattened_sequence_counts_every_token():
+    """``reshape(x, [-1, k])`` of a ``[None, 16, k]`` input: 16 rows an example, not one (BERT's dense layers
+    were estimated at 1/12 of their float operations)."""
+    import tensorflow as tf
+    from autodist.strategies.cost.compute import forward_flops
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [None, 16, 32])
+        w = tf.zeros([32, 64])
+        tf.matmul(tf.reshape(x, [-1, 32]), w)                   # 8 x 16 rows of 32, times 64 columns
+        tf.matmul(tf.zeros([4, 32]), w, transpose_a=False)      # known: 4 x 32 x 64
+        tf.matmul(tf.zeros([32, 4]), w, transpose_a=True)       # the same product, its operand stored transposed
+        tf.linalg.matmul(tf.reshape(x, [-1, 4, 32]), tf.zeros([32, 8]))   # batched: 8 x 16 rows of 32, times 8
+    assert forward_flops(graph, 8) == 2.0 * (8 * 16 * 32 * 64 + 4 * 32 * 64 + 32 * 4 * 64 + 8 * 16 * 32 * 8)
+
+
+def test_the_estimate_prices_each_op_and_the_bytes_it_writes():
+    """A graph of many small ops costs their count at ``op_s`` and their outputs at the local bandwidth, beyond
+    its float operations."""
+    import tensorflow as tf
+    from autodist.capture.graph_item import GraphItem
+    from autodist.strategies.cost.compute import estimate_compute, step_ops
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [None, 100])
+        h = x
+        for _ in range(50):
+            h = tf.nn.relu(h)
+        unused = tf.sin(x)   # noqa: F841, not part of the step
+        train = tf.group(tf.reduce_sum(h), name="train")
+    item = GraphItem(graph=graph)
+    item.extend_train_ops([train])
+    ops, nbytes = step_ops(item, 10)
+    assert ops == 1 + 50 + 1 + 1 + 1   # the placeholder, 50 relus, the sum's axes, the sum, the group
+    assert nbytes == 50 * 10 * 100 * 4 + 4   # every relu's output and the sum's; the fed x is not written
+    calibration = _calibration(op_s=1e-6, local_bandwidth=1e9)
+    assert estimate_compute(item, calibration, 10).step_s == pytest.approx(ops * 1e-6 + nbytes / 1e9)
+
+
 def test_the_search_prices_a_plan_as_its_written_strategy():
     # small all-reduced variables on three nodes: gathered by the kernel, so N - 1 messages a hop
     from autodist.plan.contract import AllReduceEntry, variable_entry

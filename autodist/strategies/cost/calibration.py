@@ -29,7 +29,7 @@ __all__ = ["Calibration", "prior_calibration", "spec_key", "calibration_path", "
            "save_calibration", "read_calibration_file", "write_calibration_file", "JOB_CALIBRATION_FILE",
            "DEFAULT_CALIBRATION_DIR", "PRIOR_LATENCY_S", "PRIOR_FIXED_STEP_S", "PRIOR_ROUND_TRIP_S",
            "PRIOR_FLOPS", "PRIOR_GPU_FLOPS", "PRIOR_LOCAL_BANDWIDTH", "PRIOR_UPDATE_BYTES_PER_S",
-           "PRIOR_SPARSE_UPDATE_BYTES_PER_S", "PRIOR_PS_STEP_S", "PROBE_VERSION", "node_bandwidth"]
+           "PRIOR_SPARSE_UPDATE_BYTES_PER_S", "PRIOR_PS_STEP_S", "PRIOR_OP_S", "PROBE_VERSION", "node_bandwidth"]
 
 #: Where the probe's results are cached (``~`` expanded when used).
 DEFAULT_CALIBRATION_DIR = os.path.join("~", ".autodist", "calibration")
@@ -48,11 +48,15 @@ PRIOR_LOCAL_BANDWIDTH = 5e9
 PRIOR_UPDATE_BYTES_PER_S = 5e9
 #: A sparse accumulator merges rows by index (a copy per row, no vectorized add): ~10x slower.
 PRIOR_SPARSE_UPDATE_BYTES_PER_S = 5e8
+#: What running one op costs the executor beyond its arithmetic (the probe read 0.33 us on one core of this
+#: project's machines; a busier or slower host pays more).
+PRIOR_OP_S = 1e-6
 #: What the probe measures changed (2: the other nodes' clients host their servers, steps are
 #: callables, the one-float collective is a gather; 3: the sparse all-reduce's apply rate; 4: each node's
-#: link rate; 5: an apply rate the wire already explains is the own rows' rate, not ~1e12 B/s): caches of
-#: an older probe are probed again.
-PROBE_VERSION = 5
+#: link rate; 5: an apply rate the wire already explains is the own rows' rate, not ~1e12 B/s; 6: an op's
+#: cost, ``op_s``, and the rpc bandwidth of every node sending to the chief at once): caches of an older
+#: probe are probed again.
+PROBE_VERSION = 6
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,6 +78,7 @@ class Calibration:
     flops: float              # one replica's float operations per second
     #: a replica of a sparse all-reduce on the other replicas' rows (mask, mean, apply)
     sparse_apply_bytes_per_s: float = PRIOR_SPARSE_UPDATE_BYTES_PER_S
+    op_s: float = PRIOR_OP_S  # an op's cost to the executor beyond its arithmetic (``cost.compute``)
     source: str = "prior"     # "prior" or "probe"
     probe_version: int = 0    # the probe that measured it (PROBE_VERSION); 0 for a prior
     #: each node's link rate (bytes/s, by address; ``links``), and the link rate of the path each

@@ -13,8 +13,19 @@ per step (``Compute.sparse_rows``). The result is cached under the calibration
 directory by a hash of the graph and the batch.
 
 ``estimate_compute`` is for graphs nothing can run here (planning for GPUs on
-paper): ``3 x`` the forward float operations of MatMul and Conv2D (forward,
-and the two products of backprop) over ``Calibration.flops``.
+paper, and every AutoStrategy job, whose nodes must all derive the same plan):
+``3 x`` the forward float operations of MatMul, BatchMatMul and Conv2D (forward,
+and the two products of backprop) over ``Calibration.flops``, plus each op the
+train step runs at ``Calibration.op_s`` (the executor's cost of an op, whatever
+it computes) and the bytes those ops write at ``Calibration.local_bandwidth``
+(activations, their gradients: a small model's elementwise work on CPUs). On
+the paper table's scaled families (``benchmarks/paper_table_model.py``, one
+core) this estimates 0.41-0.54x the measured step of the CNNs (their
+convolutions' backprop runs below the matrix product's rate) and 0.93-1.07x of
+VGG16, BERT and NCF; float operations alone estimated 0.05-0.16x, bar VGG16's
+0.8x. An input's unknown batch dimension is ``batch`` examples; a tensor
+flattened from it (``reshape(x, [-1, k])``: a sequence model's dense layers)
+keeps the elements of the tensor it came from.
 """
 import dataclasses
 import hashlib
@@ -28,7 +39,7 @@ from autodist.strategies.cost.calibration import DEFAULT_CALIBRATION_DIR
 from autodist.strategies.cost.model import Compute
 
 __all__ = ["measure_compute", "estimate_compute", "estimate_rows", "measure_or_estimate", "forward_flops",
-           "graph_key", "TRAIN_FLOPS_FACTOR"]
+           "step_ops", "graph_key", "TRAIN_FLOPS_FACTOR"]
 
 #: A training step's float operations per forward one (forward, input gradient, weight gradient).
 TRAIN_FLOPS_FACTOR = 3.0
@@ -123,19 +134,66 @@ def _dims(tensor, batch):
 
 
 def forward_flops(graph, batch):
-    """Float operations of the MatMul and Conv2D ops of ``graph`` (unknown dims = ``batch``)."""
+    """Float operations of the MatMul, BatchMatMul and Conv2D ops of ``graph`` (unknown dims = ``batch``; a
+    flattened tensor has the elements of the one it came from: ``_elements``)."""
     total = 0.0
     for op in graph.get_operations():
-        if op.type in ("MatMul", "BatchMatMulV2") and op.name.find("gradients") < 0:
-            a, out = _dims(op.inputs[0], batch), _dims(op.outputs[0], batch)
-            if a and out:
-                inner = a[-2] if op.type == "MatMul" and op.get_attr("transpose_a") else a[-1]
-                total += 2.0 * inner * _prod(out)
-        elif op.type == "Conv2D" and op.name.find("gradients") < 0:
+        if op.name.find("gradients") >= 0:
+            continue
+        if op.type in _MATMULS:
+            out = _dims(op.outputs[0], batch)
+            if out:   # every element of the left operand meets each of the output's columns once
+                total += 2.0 * _elements(op.inputs[0], batch) * out[-1]
+        elif op.type == "Conv2D":
             kernel, out = _dims(op.inputs[1], batch), _dims(op.outputs[0], batch)
             if kernel and out:
-                total += 2.0 * kernel[0] * kernel[1] * kernel[2] * _prod(out)
+                total += 2.0 * kernel[0] * kernel[1] * kernel[2] * _elements(op.outputs[0], batch)
     return total
+
+
+_MATMULS = frozenset({"MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"})
+#: Ops whose output has as many elements as their first input (``_elements`` looks through them).
+_SAME_SIZE_OPS = frozenset({"Reshape", "Identity", "Cast", "Squeeze", "ExpandDims", "Transpose"})
+
+
+def _elements(tensor, batch):
+    """Elements of ``tensor`` at ``batch`` examples: its static shape with an unknown dimension taken as
+    ``batch``, or, where a reshape hid more than that (``[None, 16, 128]`` flattened to ``[None, 128]`` holds
+    16 x ``batch`` rows), the elements of the tensor it was reshaped from."""
+    found = None
+    for _ in range(16):   # a short chain of reshapes and casts at most
+        dims = _dims(tensor, batch)
+        if dims is not None:
+            found = max(found or 0.0, _prod(dims))
+            if None not in tensor.shape.as_list():
+                break
+        if tensor.op.type not in _SAME_SIZE_OPS or not tensor.op.inputs:
+            break
+        tensor = tensor.op.inputs[0]
+    return float(found if found is not None else batch)
+
+
+def step_ops(graph_item, batch):
+    """``(ops, bytes)`` of one training step: how many ops the train ops need (inputs and control inputs)
+    and the bytes their outputs hold at ``batch`` examples (``_elements``; constants and handles apart)."""
+    graph = graph_item.graph
+    todo = [graph.get_operation_by_name(name) for name in graph_item.train_op_names]
+    seen, nbytes = set(), 0.0
+    while todo:
+        op = todo.pop()
+        if op.name in seen:
+            continue
+        seen.add(op.name)
+        todo.extend(t.op for t in op.inputs)
+        todo.extend(op.control_inputs)
+        if op.type not in _NOT_WRITTEN:
+            nbytes += sum(_elements(t, batch) * t.dtype.size for t in op.outputs
+                          if t.dtype.is_floating or t.dtype.is_integer)
+    return len(seen), nbytes
+
+
+#: Ops whose outputs a step does not write: constants, placeholders (fed), variable handles.
+_NOT_WRITTEN = frozenset({"Const", "Placeholder", "PlaceholderWithDefault", "VarHandleOp", "NoOp"})
 
 
 def _prod(dims):
@@ -146,34 +204,21 @@ def _prod(dims):
 
 
 def estimate_compute(graph_item, calibration, batch):
-    """The estimated :class:`~.model.Compute`: ``3 x`` forward float operations at ``calibration.flops``."""
+    """The estimated :class:`~.model.Compute`: ``3 x`` forward float operations at ``calibration.flops``, the
+    step's ops at ``calibration.op_s`` each and their outputs' bytes at ``calibration.local_bandwidth``."""
     flops = TRAIN_FLOPS_FACTOR * forward_flops(graph_item.graph, batch)
+    ops, nbytes = step_ops(graph_item, batch)
     graph = graph_item.graph
     sparse = {_tensor_name(r.target): estimate_rows(graph.get_tensor_by_name(r.indices), batch)
               for r in graph_item.grad_records if r.is_sparse}
-    return Compute(step_s=flops / calibration.flops, source="estimate", sparse_rows=sparse, batch=batch)
-
-
-#: Ops whose output has as many elements as their first input: a sparse gradient's indices are
-#: often the lookup's ids flattened (``embedding_lookup`` reshapes ``[batch, ids]`` to ``[-1]``).
-_SAME_SIZE_OPS = frozenset({"Reshape", "Identity", "Cast", "Squeeze", "ExpandDims"})
+    step = flops / calibration.flops + ops * calibration.op_s + nbytes / calibration.local_bandwidth
+    return Compute(step_s=step, source="estimate", sparse_rows=sparse, batch=batch)
 
 
 def estimate_rows(indices, batch):
-    """Rows a sparse gradient's ``indices`` hold at ``batch`` examples: their static size, with the
-    unknown dimension taken as ``batch``; where flattening lost the shape (``[None]``), the size of
-    the tensor it was flattened from (the lookup's ids: ``[batch, 16]`` is 16 rows an example)."""
-    tensor, found = indices, None
-    for _ in range(16):   # a short chain of reshapes and casts at most
-        dims = _dims(tensor, batch)
-        if dims is not None:
-            found = max(found or 0, _prod(dims))
-            if None not in tensor.shape.as_list():
-                break
-        if tensor.op.type not in _SAME_SIZE_OPS or not tensor.op.inputs:
-            break
-        tensor = tensor.op.inputs[0]
-    return float(found if found is not None else batch)
+    """Rows a sparse gradient's ``indices`` hold at ``batch`` examples: their elements (``_elements``: the
+    lookup's ids flattened, ``[batch, 16]`` to ``[-1]``, are 16 rows an example)."""
+    return _elements(indices, batch)
 
 
 def measure_or_estimate(graph_item, calibration, batch, directory=None):
