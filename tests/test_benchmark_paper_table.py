@@ -139,3 +139,39 @@ def test_smoke_run_makes_the_table_and_removes_its_cluster(tmp_path, monkeypatch
     assert "goals (issue 40)" in done.stdout and "Traceback" not in done.stdout
     left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30).stdout
     assert names and not any("autodist-{}-".format(name) in left for name in names), left
+
+
+def test_the_model_check_prices_every_builder_of_a_cell_with_the_calibration_its_run_recorded(monkeypatch, tmp_path,
+                                                                                             capsys):
+    """``paper_table_model.py``: each cell's builders priced with the recorded calibration, next to what they
+    measured, and AutoStrategy's pick with its regret; a cell without a calibration is skipped, saying how."""
+    monkeypatch.syspath_prepend(BENCHMARKS)
+    import _results
+    import paper_table_model
+    from autodist.strategies.cost.calibration import Calibration
+    monkeypatch.setattr(_results, "RESULTS_DIR", str(tmp_path))
+    calibration = Calibration(rpc_latency_s=1e-4, rpc_bandwidth=1e8, rpc_duplex=1.0, collective_latency_s=1e-4,
+                              collective_bandwidth=1e8, local_bandwidth=1e10, update_bytes_per_s=1e10,
+                              sparse_update_bytes_per_s=1e9, fixed_step_s=1e-4, round_trip_s=1e-3, ps_step_s=2e-3,
+                              overlap=0.0, flops=1e11, source="probe")
+    measured = {name: 10.0 + i for i, name in enumerate(paper_table_model.BUILDERS)}
+    recorded = _cell("ncf", 2)
+    recorded["runs"] = {name: [_run([ms], 1e5)] for name, ms in measured.items()}
+    recorded["runs"]["AutoStrategy"] = [_run([12.0], 1e5, chosen="PS", calibration=calibration.to_dict())]
+    bare = dict(_cell("ncf", 4), runs={"PS": [_run([5.0], 1e5)]})
+    results = tmp_path / "table.json"
+    results.write_text(json.dumps({"results": {"cells": [recorded, bare]}}))
+    assert paper_table_model.main([str(results), "--label", "model"]) == 0
+    out = capsys.readouterr().out
+    assert "ncf on 4 hosts: skipped, no calibration (pass --calibration ncf:4=PATH)" in out
+    cells = json.loads((tmp_path / "model.json").read_text())["results"]["cells"]
+    assert [(c["family"], c["hosts"], c["calibration"]) for c in cells] == [("ncf", 2, "recorded")]
+    for compute in ("estimated", "measured"):
+        priced = cells[0]["priced"][compute]
+        assert {name: pair[0] for name, pair in priced["builders"].items()} == measured
+        assert all(pair[1] > 0 for pair in priced["builders"].values())
+        if priced["pick"] in measured:
+            assert priced["regret"] == pytest.approx(measured[priced["pick"]] / 10.0)
+    assert cells[0]["priced"]["measured"]["compute_ms"] == 100.0   # the cell's shared compute
+    with pytest.raises(SystemExit, match="FAMILY:HOSTS=PATH"):
+        paper_table_model.parse_calibrations(["ncf=4"])
