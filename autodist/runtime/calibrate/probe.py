@@ -15,14 +15,7 @@ time is a median over steps too, on a machine as busy as it is while the
 probe runs (the fastest run would describe an idle machine)::
 
     fixed_step_s         a step that reads one float on the chief
-    rpc bandwidth        the chief's link rate x the time its link and the senders' allow for a fetch of a
-                         BIG variable from every other node at once / the time it took (- a fetch of 1
-                         float; ``_fan_in_bandwidth``): what the chief's link takes in while every node
-                         sends, as a parameter server's pushes and a relay's do, and as the collective
-                         figures are measured (every node at once). A single transfer between two
-                         otherwise idle nodes read 6.5x the collective bandwidth on 4 emulated hosts,
-                         priced the relays of mixed plans under the ring, and those plans measured 1.2x
-                         AllReduce's step
+    rpc bandwidth        BIG bytes / (fetch of the BIG variable on the next node - of 1 float)
     rpc duplex           BIG both ways at once vs one way: 1 = no slower, 0 = twice as slow
     rpc latency          (ps_many - ps_one) / (PS_VARIABLES - 1): what one more variable adds to
                          the synchronous PS protocol, every node running its own client
@@ -128,13 +121,7 @@ def _graph(tf, devices):
         ops["big"] = tf.reduce_sum(big.read_value()[:1])
     with tf.device(devices[-1]):
         returned = tf.reduce_sum(back.read_value()[:1])
-    fans = []   # one BIG variable on every other node: all of them read by the chief at once
-    for k, device in enumerate(devices[1:], 1):
-        with tf.device(device):
-            fans.append(tf1.Variable(tf.zeros([elements]), name="fan{}".format(k)))
     with tf.device(devices[0]):
-        if fans:
-            ops["fan_in"] = tf.add_n([tf.reduce_sum(v.read_value()[:1]) for v in fans])
         ops["both"] = ops["big"] + returned
         ops["update"] = local_big.assign_add(tf.ones([elements])).op
         value = matrix.read_value()
@@ -152,7 +139,7 @@ def _graph(tf, devices):
                     done += [tf.reduce_sum(collective_ops.all_reduce_v2(
                         x, n, 1, 1 + len(ops) * 100 + i, merge_op="Add", final_op="Id")[:1]) for i in range(count)]
             ops[key] = done
-    return ops, [v.initializer for v in small + fans + [big, back, local_big, local_small, matrix, table]]
+    return ops, [v.initializer for v in small + [big, back, local_big, local_small, matrix, table]]
 
 
 def _duplex(one_way, both_ways):
@@ -165,8 +152,7 @@ def _duplex(one_way, both_ways):
 #: What each measurement moves or runs, for the progress lines (``probe(progress=...)``).
 STAGES = {"sparse_local": "a sparse update on the chief", "local": "a step on the chief",
           "one": "one float from the last node", "many": "{} small variables from the last node".format(SMALL_COUNT),
-          "big": "16 MiB from the last node", "both": "16 MiB each way at once",
-          "fan_in": "16 MiB from every other node at once", "update": "a 16 MiB update",
+          "big": "16 MiB from the last node", "both": "16 MiB each way at once", "update": "a 16 MiB update",
           "matmul": "a 512 x 512 matrix product", "ops": "a chain of {} one-float ops".format(OP_CHAIN),
           "ar_one": "a one-float all-reduce",
           "ar_many": "{} tiny all-reduces".format(SMALL_COUNT), "ps_one": "the PS protocol, one variable",
@@ -216,9 +202,8 @@ def _measure(tf, np, target, config, devices, repeats, progress=None):
     latency = max(t["ar_many"] - t["ar_one"], 0.0) / (SMALL_COUNT - 1) / (2 * (n - 1))
     # ar_big is a ring (2 (N - 1) messages), ar_step a gather (N - 1): the rest of the difference is bytes
     ring_bytes_s = max(t["ar_big"] - t["ar_step"] - (n - 1) * latency, 1e-6)
-    rates = node_rates(t["links"], n)   # by device index
     found.update(rpc_latency_s=max(t["ps_many"] - t["ps_one"], 0.0) / (PS_VARIABLES - 1),
-                 rpc_bandwidth=_fan_in_bandwidth(t, rates),
+                 rpc_bandwidth=BIG_BYTES / max(t["big"] - t["one"], 1e-6),
                  rpc_duplex=_duplex(t["big"] - t["one"], t["both"] - t["one"]),
                  collective_latency_s=latency,
                  collective_bandwidth=2.0 * (n - 1) / n * COLLECTIVE_BYTES / ring_bytes_s)
@@ -226,19 +211,10 @@ def _measure(tf, np, target, config, devices, repeats, progress=None):
                  round_trip_s=max(t["ar_step"] - t["local"] - (n - 1) * found["collective_latency_s"], 0.0))
     found["sparse_update_bytes_per_s"] = _sparse_rate(t, found, n, 2.0 - found["rpc_duplex"])
     found["sparse_apply_bytes_per_s"] = _sparse_apply_rate(t, found, n)
+    rates = node_rates(t["links"], n)   # by device index; the rpc figures came from the last node to the chief
     found["link_bandwidth"] = dict(enumerate(rates))
-    found["link_reference"] = {"rpc": rates[0], "collective": min(rates)}   # rpc: the chief's link took it in
+    found["link_reference"] = {"rpc": t["links"][(0, n - 1)], "collective": min(rates)}
     return found
-
-
-def _fan_in_bandwidth(t, rates):
-    """The chief's link rate (``rates[0]``) as far as the fan-in reached it: the time the links allow for every
-    other node's BIG bytes into the chief (its own link's share, or the slowest sender's alone) over the time
-    it took. 1 x the link where nothing but the links limits; less where the hosts' cores or TensorFlow's
-    transport do (on emulated hosts sharing two cores: 0.3 x at 10 Gbit/s, 4 hosts)."""
-    rates = [max(rate, 1.0) for rate in rates]
-    allowed = max((len(rates) - 1) * BIG_BYTES / rates[0], max(BIG_BYTES / rate for rate in rates[1:]))
-    return rates[0] * allowed / max(t["fan_in"] - t["one"], 1e-6)
 
 
 #: One node's sparse rows on the wire: float32 values and an int64 index a row.

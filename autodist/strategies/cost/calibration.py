@@ -54,8 +54,7 @@ PRIOR_OP_S = 1e-6
 #: What the probe measures changed (2: the other nodes' clients host their servers, steps are
 #: callables, the one-float collective is a gather; 3: the sparse all-reduce's apply rate; 4: each node's
 #: link rate; 5: an apply rate the wire already explains is the own rows' rate, not ~1e12 B/s; 6: an op's
-#: cost, ``op_s``, and the rpc bandwidth of every node sending to the chief at once): caches of an older
-#: probe are probed again.
+#: cost, ``op_s``): caches of an older probe are probed again.
 PROBE_VERSION = 6
 
 

@@ -141,21 +141,6 @@ def test_a_sparse_apply_the_wire_already_explains_is_priced_at_the_own_rows_rate
     assert probe_module._sparse_apply_rate(t, found, 4) == pytest.approx(3 * message / 0.006)
 
 
-def test_the_rpc_bandwidth_is_the_chiefs_link_as_far_as_every_node_sending_at_once_reached_it():
-    """Every other node sends 16 MiB to the chief at once: the links allow the chief's link's share, or the
-    slowest sender's alone, whichever is longer; what it took beyond that lowers the chief's rate."""
-    from autodist.runtime.calibrate import probe as probe_module
-    big = probe_module.BIG_BYTES
-    alike = [1e8] * 4                    # 4 nodes: 3 x 16 MiB through the chief's 100 MB/s link
-    t = {"one": 0.001, "fan_in": 0.001 + 3 * big / 1e8}
-    assert probe_module._fan_in_bandwidth(t, alike) == pytest.approx(1e8)
-    t["fan_in"] = 0.001 + 3 * 3 * big / 1e8      # three times as long: the cores, not the links
-    assert probe_module._fan_in_bandwidth(t, alike) == pytest.approx(1e8 / 3)
-    slow_sender = [1.25e8, 1.25e8, 3.125e7]      # a 250 Mbit/s host: its 16 MiB takes longer than the chief's 32
-    t["fan_in"] = 0.001 + big / 3.125e7
-    assert probe_module._fan_in_bandwidth(t, slow_sender) == pytest.approx(1.25e8)   # the chief's link, whole
-
-
 @pytest.mark.parametrize("nodes,gbits,repeats", [(1, 0.01, 7), (2, 1.0, 7), (4, 0.105, 3), (2, 0.1, 3), (8, 10, 7)],
                          ids=["one-node", "2-hosts-1gbit", "4-hosts-105mbit", "2-hosts-100mbit", "8-hosts-10gbit"])
 def test_slow_links_get_fewer_repeats(tmp_path, nodes, gbits, repeats):
