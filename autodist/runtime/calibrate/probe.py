@@ -40,6 +40,10 @@ probe runs (the fastest run would describe an idle machine)::
     flops                a 512 x 512 matrix product of a variable on the chief's CPU (- the same)
     op_s                 (a chain of OP_CHAIN sines of one float on the chief - a step there) / OP_CHAIN:
                          what an op costs beyond its arithmetic (``cost.compute.estimate_compute``)
+    local collective     2 BIG bytes (both hops) / (an all-reduce of BIG between two CPU devices of the
+    bandwidth            chief - a step there): a ring between two CPU replicas of one node (the collective
+                         executor, not a copy: 4.4 GB/s against 11-20 GB/s here); a chief with one CPU
+                         keeps the prior, GPUs the local bandwidth (their rings are NCCL's, not measured)
     link_bandwidth       every node's link rate, from slices of 1-64 MiB moved between every pair of
                          nodes (``links``); the model scales the transports per node by it
 
@@ -99,8 +103,9 @@ def _local_bandwidth(np, repeats):
     return BIG_BYTES / max(statistics.median(times), 1e-9)
 
 
-def _graph(tf, devices):
-    """The probe's ops: ``{name: fetch}`` on ``devices`` (the chief's CPU first, one per node)."""
+def _graph(tf, devices, ring=()):
+    """The probe's ops: ``{name: fetch}`` on ``devices`` (the chief's CPU first, one per node); ``ring``: two CPU
+    devices of the chief, or none."""
     from tensorflow.python.ops import collective_ops
     tf1, n, elements = tf.compat.v1, len(devices), BIG_BYTES // 4
     ops = {}
@@ -130,6 +135,13 @@ def _graph(tf, devices):
         for _ in range(OP_CHAIN):   # nothing to fold or fuse: each op waits for the one before
             chain = tf.math.sin(chain)
         ops["ops"] = tf.reduce_sum(chain)
+    if len(ring) > 1:
+        local_ring = []
+        for device in ring:
+            with tf.device(device):
+                local_ring.append(tf.reduce_sum(collective_ops.all_reduce_v2(
+                    tf.ones([elements]), len(ring), 9, 9001, merge_op="Add", final_op="Id")[:1]))
+        ops["ar_local"] = local_ring
     if n > 1:
         for key, size, count in (("ar_one", 1, 1), ("ar_many", 1, SMALL_COUNT)):
             done = []
@@ -154,6 +166,7 @@ STAGES = {"sparse_local": "a sparse update on the chief", "local": "a step on th
           "one": "one float from the last node", "many": "{} small variables from the last node".format(SMALL_COUNT),
           "big": "16 MiB from the last node", "both": "16 MiB each way at once", "update": "a 16 MiB update",
           "matmul": "a 512 x 512 matrix product", "ops": "a chain of {} one-float ops".format(OP_CHAIN),
+          "ar_local": "a 16 MiB all-reduce between two CPUs of the chief",
           "ar_one": "a one-float all-reduce",
           "ar_many": "{} tiny all-reduces".format(SMALL_COUNT), "ps_one": "the PS protocol, one variable",
           "ps_many": "the PS protocol, {} variables".format(PS_VARIABLES), "ps_sparse": "the PS protocol, sparse rows",
@@ -161,14 +174,14 @@ STAGES = {"sparse_local": "a sparse update on the chief", "local": "a step on th
           "ar_sparse": "the collective protocol, sparse rows", "links": "every pair of nodes' link"}
 
 
-def _timings(tf, target, config, devices, repeats, progress=None):
+def _timings(tf, target, config, devices, repeats, progress=None, ring=()):
     """``{measurement: seconds}``: the chief's one-session steps, then the protocol steps every node
     runs with it (``protocol.member_main`` on the others). ``progress(done, total, key)`` is called
     before each measurement (``STAGES`` says what ``key`` measures)."""
     graph = tf.Graph()
     with graph.as_default():
         steps, protocol_initializers = protocol_graph(tf, devices)
-        ops, initializers = _graph(tf, devices)
+        ops, initializers = _graph(tf, devices, ring)
         links, link_initializers = link_graph(tf, devices) if len(devices) > 1 else ({}, [])
     with tf.compat.v1.Session(target, graph=graph, config=config) as session:
         session.run(initializers + protocol_initializers + link_initializers)
@@ -185,14 +198,17 @@ def _timings(tf, target, config, devices, repeats, progress=None):
     return t
 
 
-def _measure(tf, np, target, config, devices, repeats, progress=None):
+def _measure(tf, np, target, config, devices, repeats, progress=None, ring=()):
     """The calibration's measured fields (see the module docstring for each formula)."""
-    t = _timings(tf, target, config, devices, repeats, progress)
+    t = _timings(tf, target, config, devices, repeats, progress, ring)
     n, local = len(devices), _local_bandwidth(np, repeats)
     found = dict(fixed_step_s=t["local"], local_bandwidth=local,
                  flops=2.0 * 512 ** 3 / max(t["matmul"] - t["local"], 1e-6),
                  op_s=max(t["ops"] - t["local"], 0.0) / OP_CHAIN,
                  update_bytes_per_s=BIG_BYTES / max(t["update"] - t["local"], 1e-6))
+    if "ar_local" in t:   # k hops of 2 (k - 1) / k x BIG inside the node, as the model counts a node's ring bytes
+        found["local_collective_bandwidth"] = 2.0 * (len(ring) - 1) * BIG_BYTES / max(t["ar_local"] - t["local"],
+                                                                                      1e-6)
     if n == 1:
         found.update(rpc_latency_s=0.0, rpc_bandwidth=local, rpc_duplex=1.0, collective_latency_s=0.0,
                      collective_bandwidth=local, round_trip_s=0.0, ps_step_s=0.0)
@@ -259,10 +275,18 @@ def probe(spec, repeats=None, sink=None, progress=None):
     chief = next(n for n in spec.node_specs if n.chief)
     repeats = default_repeats(spec) if repeats is None else repeats
     if len(spec.nodes) == 1:
-        found = _measure(tf, np, "", node_config(cpu_count_of(chief), 0), ["/device:CPU:0"], repeats, progress)
+        ring = _chief_ring("/device:CPU:0", cpu_count_of(chief))
+        found = _measure(tf, np, "", node_config(cpu_count_of(chief), 0), ["/device:CPU:0"], repeats, progress, ring)
     else:
         found = _probe_job(spec, repeats, sink, tf, np, node_config, cpu_count_of(chief), progress)
+    if spec.num_gpus:   # GPU replicas' rings are NCCL's, not the CPUs' measured here
+        found["local_collective_bandwidth"] = found["local_bandwidth"]
     return Calibration(overlap=1.0 if spec.num_gpus else 0.0, source="probe", probe_version=PROBE_VERSION, **found)
+
+
+def _chief_ring(first_cpu, cpus):
+    """Two CPU devices of the chief (``first_cpu`` and the next), where it has two, for the local ring."""
+    return (first_cpu, first_cpu[:-1] + "1") if cpus > 1 and first_cpu.endswith("CPU:0") else ()
 
 
 def _probe_job(spec, repeats, sink, tf, np, node_config, chief_cpus, progress):
@@ -280,7 +304,9 @@ def _probe_job(spec, repeats, sink, tf, np, node_config, chief_cpus, progress):
     try:
         config = node_config(chief_cpus, context.chief_task)
         config.operation_timeout_in_ms = int(MEMBER_TIMEOUT * 1e3)   # a node that never joins fails the step
-        found = _measure(tf, np, context.target, config, task_devices(context)[0], repeats, progress)
+        devices = task_devices(context)[0]
+        found = _measure(tf, np, context.target, config, devices, repeats, progress,
+                         _chief_ring(devices[0], chief_cpus))
         order = [context.chief_task] + [t for t in range(context.num_tasks) if t != context.chief_task]
         found["link_bandwidth"] = {context.addresses[order[i]]: rate for i, rate in found["link_bandwidth"].items()}
         return found

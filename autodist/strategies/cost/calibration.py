@@ -29,7 +29,8 @@ __all__ = ["Calibration", "prior_calibration", "spec_key", "calibration_path", "
            "save_calibration", "read_calibration_file", "write_calibration_file", "JOB_CALIBRATION_FILE",
            "DEFAULT_CALIBRATION_DIR", "PRIOR_LATENCY_S", "PRIOR_FIXED_STEP_S", "PRIOR_ROUND_TRIP_S",
            "PRIOR_FLOPS", "PRIOR_GPU_FLOPS", "PRIOR_LOCAL_BANDWIDTH", "PRIOR_UPDATE_BYTES_PER_S",
-           "PRIOR_SPARSE_UPDATE_BYTES_PER_S", "PRIOR_PS_STEP_S", "PRIOR_OP_S", "PROBE_VERSION", "node_bandwidth"]
+           "PRIOR_SPARSE_UPDATE_BYTES_PER_S", "PRIOR_PS_STEP_S", "PRIOR_OP_S", "PRIOR_LOCAL_COLLECTIVE_BANDWIDTH",
+           "PROBE_VERSION", "node_bandwidth"]
 
 #: Where the probe's results are cached (``~`` expanded when used).
 DEFAULT_CALIBRATION_DIR = os.path.join("~", ".autodist", "calibration")
@@ -51,10 +52,14 @@ PRIOR_SPARSE_UPDATE_BYTES_PER_S = 5e8
 #: What running one op costs the executor beyond its arithmetic (the probe read 0.33 us on one core of this
 #: project's machines; a busier or slower host pays more).
 PRIOR_OP_S = 1e-6
+#: A ring between two CPU replicas of one node, its hops' bytes: TensorFlow's collective executor all-reduced
+#: 16 MiB between two CPU devices of one process in 7.3 ms (2 x 16 MiB of hops: 4.6 GB/s) where a copy runs at
+#: 11-20 GB/s (GPUs' rings: the local bandwidth).
+PRIOR_LOCAL_COLLECTIVE_BANDWIDTH = 4e9
 #: What the probe measures changed (2: the other nodes' clients host their servers, steps are
 #: callables, the one-float collective is a gather; 3: the sparse all-reduce's apply rate; 4: each node's
 #: link rate; 5: an apply rate the wire already explains is the own rows' rate, not ~1e12 B/s; 6: an op's
-#: cost, ``op_s``): caches of an older probe are probed again.
+#: cost, ``op_s``, and a ring between the chief's own CPUs): caches of an older probe are probed again.
 PROBE_VERSION = 6
 
 
@@ -78,6 +83,8 @@ class Calibration:
     #: a replica of a sparse all-reduce on the other replicas' rows (mask, mean, apply)
     sparse_apply_bytes_per_s: float = PRIOR_SPARSE_UPDATE_BYTES_PER_S
     op_s: float = PRIOR_OP_S  # an op's cost to the executor beyond its arithmetic (``cost.compute``)
+    #: a ring's bytes between two replicas of one node (the collective executor in process, not a copy)
+    local_collective_bandwidth: float = PRIOR_LOCAL_COLLECTIVE_BANDWIDTH
     source: str = "prior"     # "prior" or "probe"
     probe_version: int = 0    # the probe that measured it (PROBE_VERSION); 0 for a prior
     #: each node's link rate (bytes/s, by address; ``links``), and the link rate of the path each
@@ -114,6 +121,8 @@ def prior_calibration(spec):
                        sparse_update_bytes_per_s=PRIOR_SPARSE_UPDATE_BYTES_PER_S,
                        fixed_step_s=PRIOR_FIXED_STEP_S, round_trip_s=PRIOR_ROUND_TRIP_S, ps_step_s=PRIOR_PS_STEP_S,
                        overlap=1.0 if on_gpus else 0.0,
+                       local_collective_bandwidth=(PRIOR_LOCAL_BANDWIDTH if on_gpus
+                                                   else PRIOR_LOCAL_COLLECTIVE_BANDWIDTH),
                        flops=PRIOR_GPU_FLOPS if on_gpus else PRIOR_FLOPS, source="prior",
                        link_bandwidth=links, link_reference={"rpc": bandwidth, "collective": bandwidth})
 

@@ -34,7 +34,7 @@ class StepTraffic:
         self.sparse_server_bytes: Dict[str, float] = {}   # node -> sparse rows' bytes its servers merge
         self.sparse_apply_bytes: Dict[str, float] = {}    # node -> other replicas' rows its replicas apply
         self.waits: Dict[Tuple[str, str], int] = {}   # (reader, server node) -> pieces R waits on S for
-        self._sent, self._received, self._local = {}, {}, {}
+        self._sent, self._received, self._local, self._local_rings = {}, {}, {}, {}
         self._pulled = {}   # (node, 0: sent / 1: received) -> bytes of pulls (``pulled``)
         #: ``(bytes, replicas)`` of the fused all-reduce whose gradients backprop makes last (its group holds
         #: the model's first variables): nothing hides it (``model.exposed_comm_s``); None: no such group
@@ -53,8 +53,9 @@ class StepTraffic:
             link = self.links[key] = Link()
         link.bytes += nbytes
         link.messages += messages
-        if src == dst:
-            self._local[src] = self._local.get(src, 0.0) + nbytes
+        if src == dst:   # a ring's hop between two replicas of a node is TensorFlow's collective, not a copy
+            local = self._local_rings if transport == COLLECTIVE else self._local
+            local[src] = local.get(src, 0.0) + nbytes
             return
         for totals, node in ((self._sent, src), (self._received, dst)):
             total = totals.get((node, transport))
@@ -71,7 +72,8 @@ class StepTraffic:
                 mine = self.links[key] = Link()
             mine.bytes += scale * link.bytes
             mine.messages += scale * link.messages
-        for name in ("server_bytes", "sparse_server_bytes", "sparse_apply_bytes", "waits", "_local", "_pulled"):
+        for name in ("server_bytes", "sparse_server_bytes", "sparse_apply_bytes", "waits", "_local", "_local_rings",
+                     "_pulled"):
             mine, theirs = getattr(self, name), getattr(other, name)
             for key, value in theirs.items():
                 mine[key] = mine.get(key, 0) + scale * value
@@ -98,6 +100,10 @@ class StepTraffic:
     def local_bytes(self, node):
         """Bytes copied inside ``node`` (a replica and a server, or two replicas, of one node)."""
         return self._local.get(node, 0.0)
+
+    def local_ring_bytes(self, node):
+        """Bytes a ring moves between two replicas of ``node`` (the collective executor, in process)."""
+        return self._local_rings.get(node, 0.0)
 
     def exchanges(self):
         """The transports whose protocol exchanges with another node in one step: ``RPC`` (a synchronous

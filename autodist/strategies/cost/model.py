@@ -18,6 +18,7 @@ The step of a synchronous plan is::
                        a step's pulls and pushes are two such phases, one after the other)
                        + max(messages sent, messages received) * latency
         + bytes copied inside the node / local bandwidth
+        + bytes a ring moves between the node's own replicas / local collective bandwidth
         + dense bytes its parameter servers aggregate / update rate
         + sparse rows' bytes its servers merge / sparse update rate
         + other replicas' sparse rows its replicas apply (sparse all-reduce) / sparse apply rate
@@ -108,6 +109,7 @@ def node_comm_s(traffic, node, calibration):
         both_ways = _both_ways(sent - pulls[0], received - pulls[1], duplex) + _both_ways(*pulls, duplex)
         seconds += both_ways / bandwidth + max(sent_messages, received_messages) * latency
     seconds += traffic.local_bytes(node) / calibration.local_bandwidth
+    seconds += traffic.local_ring_bytes(node) / calibration.local_collective_bandwidth
     seconds += traffic.server_bytes.get(node, 0.0) / calibration.update_bytes_per_s
     seconds += traffic.sparse_server_bytes.get(node, 0.0) / calibration.sparse_update_bytes_per_s
     seconds += traffic.sparse_apply_bytes.get(node, 0.0) / calibration.sparse_apply_bytes_per_s
