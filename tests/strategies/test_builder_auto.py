@@ -260,6 +260,17 @@ def test_estimated_rows_of_a_lookup_count_every_id_of_an_example():
         assert estimate_rows(tf.compat.v1.placeholder(tf.int64), 256) == 256   # nothing known: one an example
 
 
+def test_a_tie_between_the_servers_goes_to_the_load_balanced_ones():
+    """One node with two CPU devices: PS (every variable on the first) and PSLoadBalancing (spread over both)
+    are predicted alike; PS measured 1.13x PSLoadBalancing's ResNet50 step there (startup_time.py)."""
+    spec = _spec_from([("10.0.0.1", (), (0, 1))])
+    variables = [_var("w{}".format(i), [256, 256]) for i in range(4)]
+    result = AutoStrategy(calibration=_calibration()).search_variables(variables, spec, Compute(0.01))
+    predictions = dict(result.candidates)
+    assert predictions["PS"].step_s == predictions["PSLoadBalancing"].step_s
+    assert result.chosen == "PSLoadBalancing" and _rule_holds(result), result.to_dict()
+
+
 def test_a_dense_layer_on_a_flattened_sequence_counts_every_token():
     """``reshape(x, [-1, k])`` of a ``[None, 16, k]`` input: 16 rows an example, not one (BERT's dense layers
     were estimated at 1/12 of their float operations)."""
