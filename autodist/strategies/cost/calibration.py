@@ -49,9 +49,9 @@ PRIOR_LOCAL_BANDWIDTH = 5e9
 PRIOR_UPDATE_BYTES_PER_S = 5e9
 #: A sparse accumulator merges rows by index (a copy per row, no vectorized add): ~10x slower.
 PRIOR_SPARSE_UPDATE_BYTES_PER_S = 5e8
-#: What running one op costs the executor beyond its arithmetic (the probe read 0.33 us on one core of this
-#: project's machines; a busier or slower host pays more).
-PRIOR_OP_S = 1e-6
+#: What running one op costs the executor beyond its arithmetic (the probe read 0.08-0.33 us on this project's
+#: machines; a busier or slower host pays more).
+PRIOR_OP_S = 3e-7
 #: A ring between two CPU replicas of one node, its hops' bytes: TensorFlow's collective executor all-reduced
 #: 16 MiB between two CPU devices of one process in 7.3 ms (2 x 16 MiB of hops: 4.6 GB/s) where a copy runs at
 #: 11-20 GB/s (GPUs' rings: the local bandwidth).

@@ -20,10 +20,11 @@ train step runs at ``Calibration.op_s`` (the executor's cost of an op, whatever
 it computes) and the bytes those ops write at ``Calibration.local_bandwidth``
 (activations, their gradients: a small model's elementwise work on CPUs). On
 the paper table's scaled families (``benchmarks/paper_table_model.py``, one
-core) this estimates 0.41-0.54x the measured step of the CNNs (their
-convolutions' backprop runs below the matrix product's rate) and 0.93-1.07x of
-VGG16, BERT and NCF; float operations alone estimated 0.05-0.16x, bar VGG16's
-0.8x. An input's unknown batch dimension is ``batch`` examples; a tensor
+replica alone on a core) this estimated 0.40-0.78x the measured step of the
+CNNs (their convolutions' backprop runs below the matrix product's rate) and
+1.24x VGG16's with the 4-host probe's figures (0.12 us an op), and 1.11x BERT's
+at 1 us an op; float operations alone gave 0.05-0.16x, VGG16 0.8x.
+An input's unknown batch dimension is ``batch`` examples; a tensor
 flattened from it (``reshape(x, [-1, k])``: a sequence model's dense layers)
 keeps the elements of the tensor it came from.
 """
