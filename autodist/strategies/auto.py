@@ -193,13 +193,18 @@ class AutoStrategy(StrategyBuilder):
                         for builder in _preset_builders(name, cls)), key=lambda p: round(p[2].step_s, 9))
                    for name, cls in CANDIDATES]
         priced = presets + [min(ends, key=lambda end: round(end[2].step_s, 9))]   # the first on a tie
-        best = min(range(len(presets)), key=lambda i: (round(priced[i][2].step_s, 9), TIE_ORDER.index(priced[i][0])))
+        best = min(range(len(presets)), key=lambda i: (round(priced[i][2].step_s, 9), _tie_rank(priced[i][0], i)))
         if round(priced[-1][2].step_s, 9) <= round((1.0 - SEARCH_MARGIN) * priced[best][2].step_s, 9):
             best = len(priced) - 1
         return AutoResult(priced[best][0], priced[best][1], tuple((name, p) for name, _, p in priced))
 
     def __repr__(self):
         return "AutoStrategy(batch={!r}{})".format(self._batch, "" if self._probe else ", probe=False")
+
+
+def _tie_rank(name, index):
+    """A preset's place in a tie: its place in ``TIE_ORDER``, else after them in ``CANDIDATES``' order."""
+    return TIE_ORDER.index(name) if name in TIE_ORDER else len(TIE_ORDER) + index
 
 
 def _preset_builders(name, cls):

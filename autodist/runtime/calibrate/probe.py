@@ -70,6 +70,7 @@ __all__ = ["probe", "default_repeats", "BIG_BYTES", "SMALL_COUNT", "OP_CHAIN", "
 BIG_BYTES = COLLECTIVE_BYTES   # every big transfer the size of the protocol's big all-reduce: 16 MiB
 SMALL_COUNT = 32
 OP_CHAIN = 1000   # ops in a row on one float: the executor's cost of an op
+_LOCAL_RING_GROUP, _LOCAL_RING_KEY = 9, 9001   # the chief's two CPUs' all-reduce, apart from the other collectives
 #: Timed runs per measurement: REPEATS, or SLOW_REPEATS where the spec's slowest link moves the 16 MiB ring
 #: all-reduce in more than SLOW_RUN_S a run. A run then varies little (the multi-host calibrate tests read
 #: shaped links within 15 % from 3), and 1 + 7 runs of every big measurement made a probe of 4 hosts at
@@ -140,7 +141,8 @@ def _graph(tf, devices, ring=()):
         for device in ring:
             with tf.device(device):
                 local_ring.append(tf.reduce_sum(collective_ops.all_reduce_v2(
-                    tf.ones([elements]), len(ring), 9, 9001, merge_op="Add", final_op="Id")[:1]))
+                    tf.ones([elements]), len(ring), _LOCAL_RING_GROUP, _LOCAL_RING_KEY, merge_op="Add",
+                    final_op="Id")[:1]))
         ops["ar_local"] = local_ring
     if n > 1:
         for key, size, count in (("ar_one", 1, 1), ("ar_many", 1, SMALL_COUNT)):
