@@ -93,8 +93,9 @@ def capture(family, spec_path):
 
 
 def measured_ms(cell):
-    return {config: statistics.median([ms for run in runs for ms in run["ms"]])
-            for config, runs in cell["runs"].items() if runs}
+    """``{config: median ms}`` of the cell, as the table reports it."""
+    from paper_table_report import cell_rows
+    return {row["config"]: row["median_ms"] for row in cell_rows(cell)}
 
 
 def price_cell(cell, calibration_dict, directory):

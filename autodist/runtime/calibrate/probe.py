@@ -288,7 +288,9 @@ def probe(spec, repeats=None, sink=None, progress=None):
 
 def _chief_ring(first_cpu, cpus):
     """Two CPU devices of the chief (``first_cpu`` and the next), where it has two, for the local ring."""
-    return (first_cpu, first_cpu[:-1] + "1") if cpus > 1 and first_cpu.endswith("CPU:0") else ()
+    import tensorflow as tf
+    second = tf.DeviceSpec.from_string(first_cpu).replace(device_index=1).to_string()
+    return (first_cpu, second) if cpus > 1 else ()
 
 
 def _probe_job(spec, repeats, sink, tf, np, node_config, chief_cpus, progress):

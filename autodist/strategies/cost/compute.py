@@ -177,20 +177,12 @@ def _elements(tensor, batch):
 def step_ops(graph_item, batch):
     """``(ops, bytes)`` of one training step: how many ops the train ops need (inputs and control inputs)
     and the bytes their outputs hold at ``batch`` examples (``_elements``; constants and handles apart)."""
+    from autodist.capture.queries import ancestors
     graph = graph_item.graph
-    todo = [graph.get_operation_by_name(name) for name in graph_item.train_op_names]
-    seen, nbytes = set(), 0.0
-    while todo:
-        op = todo.pop()
-        if op.name in seen:
-            continue
-        seen.add(op.name)
-        todo.extend(t.op for t in op.inputs)
-        todo.extend(op.control_inputs)
-        if op.type not in _NOT_WRITTEN:
-            nbytes += sum(_elements(t, batch) * t.dtype.size for t in op.outputs
-                          if t.dtype.is_floating or t.dtype.is_integer)
-    return len(seen), nbytes
+    needed = ancestors([graph.get_operation_by_name(name) for name in graph_item.train_op_names])
+    nbytes = sum(_elements(t, batch) * t.dtype.size for op in needed if op.type not in _NOT_WRITTEN
+                 for t in op.outputs if t.dtype.is_floating or t.dtype.is_integer)
+    return len(needed), nbytes
 
 
 #: Ops whose outputs a step does not write: constants, placeholders (fed), variable handles.
