@@ -53,6 +53,8 @@ it measured), the tables and a plot per family to ``--out`` (``paper_table_repor
 The clusters are removed at the end, also after a failure or Ctrl-C.
 """
 import argparse
+import copy
+import math
 import os
 import statistics
 import subprocess
@@ -76,8 +78,12 @@ T4_FLOPS = 6e12          # a T4's sustained float32 training rate (8.1 TFLOP/s p
 PAPER_LINK = 50e9        # bit/s per node
 MAX_RATE = 10e9          # bit/s
 MIN_RATE = 10e6
+#: A run's timed steps cover at least ``--min-timed-s`` of the cell's compute, at most MAX_STEPS steps: 6 steps
+#: of ncf's 1 ms compute are 6 ms of measurement, where one scheduler hiccup on this shared machine moved a
+#: run's median 1.7x.
+MAX_STEPS = 200
 SMOKE = {"hosts": [2], "families": ["ncf", "vgg16"], "configs": ["mwms_25mib", "PSLoadBalancing", "AutoStrategy"],
-         "rounds": 1, "steps": 3, "warmup": 2}
+         "rounds": 1, "steps": 3, "warmup": 2, "min_timed_s": 0.0}
 
 
 def paper_ratio(paper):
@@ -104,6 +110,12 @@ def sharing(hosts, replicas, cores):
     return max(1.0, hosts * replicas / len(cores))
 
 
+def timed_steps(steps, min_timed_s, compute_s):
+    """Timed steps per run: ``steps``, more where they would cover less than ``min_timed_s`` of compute (at most
+    ``MAX_STEPS``)."""
+    return max(steps, min(MAX_STEPS, math.ceil(min_timed_s / max(compute_s, 1e-6))))
+
+
 def run_cell(cluster, cell, args, save):
     """One family (``cell["family"]``) on one cluster: compute, rate, then every configuration in rounds, filling
     ``cell`` as the runs come (``save()`` after each)."""
@@ -118,10 +130,14 @@ def run_cell(cluster, cell, args, save):
     cell["rate"] = emulated_rate(name, model, cell["shared_compute_ms"] / 1e3)
     cluster.reshape(cell["rate"])
     cluster.use_spec("{}-{}".format(name, cluster.nodes))
-    print("{} on {} hosts: compute {:.1f} ms ({:.1f} ms shared), links at {:.0f} Mbit/s".format(
-        name, cluster.nodes, cell["compute_ms"], cell["shared_compute_ms"], cell["rate"] / 1e6), flush=True)
+    cell["steps"] = timed_steps(args.steps, args.min_timed_s, cell["shared_compute_ms"] / 1e3)
+    print("{} on {} hosts: compute {:.1f} ms ({:.1f} ms shared), links at {:.0f} Mbit/s, {} timed steps a run".format(
+        name, cluster.nodes, cell["compute_ms"], cell["shared_compute_ms"], cell["rate"] / 1e6, cell["steps"]),
+        flush=True)
     if args.calibrate:
         cell["calibration"] = cluster.calibrate()
+    args = copy.copy(args)
+    args.steps = cell["steps"]
     for round_index in range(1, args.rounds + 1):
         for config in args.configs:
             print("[{} hosts, {}, round {}/{}] {} ...".format(cluster.nodes, name, round_index, args.rounds, config),
@@ -146,7 +162,10 @@ def _parser():
     parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
     parser.add_argument("--replicas", type=int, default=1, choices=(1, 2), help="CPU replicas per host")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--steps", type=int, default=6, help="timed steps per run")
+    parser.add_argument("--steps", type=int, default=6, help="timed steps per run, at least")
+    parser.add_argument("--min-timed-s", type=float, default=0.5,
+                        help="more timed steps where --steps would cover less than this much compute (s; at most "
+                             "{})".format(MAX_STEPS))
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps before them")
     parser.add_argument("--calibrate", action="store_true", help="probe every cell's cluster (autodist calibrate)")
     parser.add_argument("--smoke", action="store_true", help="a few minutes: " + ", ".join(
@@ -178,7 +197,8 @@ def main(argv=None):
     if args.results_dir:
         _results.RESULTS_DIR = args.results_dir
     args.cores, args.package_root = sorted(os.sched_getaffinity(0)), REPO
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")   # family_counts imports TensorFlow in this process
+    from autodist.runner.console import quiet_tensorflow_start
+    quiet_tensorflow_start()   # this process imports TensorFlow (the families' counts): no start-up chatter
     out = args.out or _results.RESULTS_DIR
     record = {"cells": [], "load_start": os.getloadavg(), "argv": sys.argv[1:] if argv is None else argv,
               "replicas": args.replicas, "cores": len(args.cores), "interrupted": False}

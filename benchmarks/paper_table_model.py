@@ -175,7 +175,8 @@ def main(argv=None):
                         help="the probe cache a cell's AutoStrategy used, where its run did not record it")
     parser.add_argument("--label", default="paper_table_model")
     args = parser.parse_args(argv)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from autodist.runner.console import quiet_tensorflow_start
+    quiet_tensorflow_start()   # this process imports TensorFlow (the families' counts): no start-up chatter
     given = parse_calibrations(args.calibration)
     cells = []
     with tempfile.TemporaryDirectory() as directory:

@@ -37,6 +37,14 @@ def test_the_emulated_rate_keeps_the_ratio_and_its_bounds(bench, monkeypatch):
     assert bench.sharing(8, 1, [0, 1]) == 4 and bench.sharing(2, 2, [0, 1]) == 2 and bench.sharing(1, 1, [0, 1]) == 1
 
 
+def test_a_run_times_enough_steps_to_cover_its_minimum_of_compute(bench):
+    """A 1 ms step gets 500 steps' worth of a 0.5 s minimum, capped; a 100 ms step keeps --steps."""
+    assert bench.timed_steps(6, 0.5, 0.001) == bench.MAX_STEPS
+    assert bench.timed_steps(6, 0.5, 0.01) == 50
+    assert bench.timed_steps(6, 0.5, 0.1) == 6
+    assert bench.timed_steps(6, 0.0, 0.001) == 6
+
+
 def _run(ms, busiest, rss=1e9, **ready):
     return {"ms": ms, "node_bytes": {"10.0.0.1": [busiest * len(ms), 1.0], "10.0.0.2": [1.0, 2.0]},
             "peak_rss": {"10.0.0.1": rss, "10.0.0.2": rss / 2}, "ready": ready}

@@ -27,6 +27,7 @@ _ROWS = (("rpc_latency_s", "rpc latency (a PS variable's push/pull, per message)
          ("update_bytes_per_s", "parameter-server update rate", 1e-6, "MB/s"),
          ("sparse_update_bytes_per_s", "parameter-server sparse update rate", 1e-6, "MB/s"),
          ("sparse_apply_bytes_per_s", "sparse all-reduce rate on the others' rows", 1e-6, "MB/s"),
+         ("sparse_gather_s", "sparse all-reduce's chain of gathers per step", 1e3, "ms"),
          ("fixed_step_s", "fixed cost per step", 1e3, "ms"),
          ("ps_step_s", "synchronous PS protocol per step", 1e3, "ms"),
          ("round_trip_s", "collective round trip per step", 1e3, "ms"),

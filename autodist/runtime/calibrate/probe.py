@@ -21,12 +21,16 @@ probe runs (the fastest run would describe an idle machine)::
                          the synchronous PS protocol, every node running its own client
     ps_step_s            ps_one - fixed_step_s - rpc latency: the protocol's own cost (pull, push,
                          take, apply, release and wait for the token) with one 1-float variable
-    sparse update rate   the servers' sparse rows / (ps_sparse - ps_one - their time on the wire)
+    sparse update rate   the servers' sparse rows / (ps_sparse - ps_one - their time on the wire); where
+                         nothing measurable is left (the wire explains the step), the own rows' rate
     sparse apply rate    the other nodes' rows / (ar_sparse - ar_step - the gathers' bytes on the ring
                          and their 2 (N - 1) messages beyond the gather's - sparse_local - local): what a
                          replica of a sparse all-reduce does with the rows it takes in, beyond its own
                          (``sparse_local``: SGD's apply of one node's rows on the chief alone); where
                          nothing measurable is left (slow links), the own rows' rate
+    sparse_gather_s      ar_sparse_small - ar_step less what the model charges the small sparse all-reduces'
+                         3 (N - 1) messages, bytes and apply each: their chain of gathers (row counts, then
+                         rows), once a step; the big table's bytes hide it in ar_sparse
     collective latency   (32 tiny all-reduces - 1) / 31 / 2 (N - 1) messages of a hop
     collective bandwidth 2 (N - 1) / N * COLLECTIVE_BYTES / (ar_big - ar_step - (N - 1)
                          collective latencies, the ring's messages beyond the gather's): a 16 MiB
@@ -62,8 +66,10 @@ import time
 from autodist.strategies.cost.calibration import PROBE_VERSION, Calibration
 from autodist.runtime.calibrate.links import link_graph, measure_links, median_time, node_rates
 from autodist.runtime.calibrate.protocol import (COLLECTIVE_BYTES, MEASUREMENTS, MEMBER_TIMEOUT, PS_VARIABLES,
-                                               SPARSE_ROWS, SPARSE_WIDTH, STEPS, STEPS_OF, TABLE_ROWS,
-                                               protocol_graph, sparse_rows, task_devices, time_protocol)
+                                               SPARSE_ROWS, SPARSE_SMALL_ROWS, SPARSE_SMALL_TABLES, SPARSE_WIDTH,
+                                               STEPS, STEPS_OF, TABLE_ROWS, protocol_graph, sparse_rows,
+                                               task_devices, time_protocol)
+from autodist.strategies.cost.traffic import SPARSE_GATHER_MESSAGES
 
 __all__ = ["probe", "default_repeats", "BIG_BYTES", "SMALL_COUNT", "OP_CHAIN", "STAGES", "REPEATS", "SLOW_REPEATS"]
 
@@ -173,7 +179,9 @@ STAGES = {"sparse_local": "a sparse update on the chief", "local": "a step on th
           "ar_many": "{} tiny all-reduces".format(SMALL_COUNT), "ps_one": "the PS protocol, one variable",
           "ps_many": "the PS protocol, {} variables".format(PS_VARIABLES), "ps_sparse": "the PS protocol, sparse rows",
           "ar_step": "the collective protocol, one float", "ar_big": "the collective protocol, 16 MiB",
-          "ar_sparse": "the collective protocol, sparse rows", "links": "every pair of nodes' link"}
+          "ar_sparse": "the collective protocol, sparse rows",
+          "ar_sparse_small": "the collective protocol, {} small sparse tables".format(SPARSE_SMALL_TABLES),
+          "links": "every pair of nodes' link"}
 
 
 def _timings(tf, target, config, devices, repeats, progress=None, ring=()):
@@ -215,7 +223,7 @@ def _measure(tf, np, target, config, devices, repeats, progress=None, ring=()):
         found.update(rpc_latency_s=0.0, rpc_bandwidth=local, rpc_duplex=1.0, collective_latency_s=0.0,
                      collective_bandwidth=local, round_trip_s=0.0, ps_step_s=0.0)
         found["sparse_update_bytes_per_s"] = _sparse_rate(t, found, n, 1.0)
-        found["sparse_apply_bytes_per_s"] = _SPARSE_MESSAGE / max(t["sparse_local"] - t["local"], 1e-6)
+        found["sparse_apply_bytes_per_s"] = _own_rows_rate(t)
         return found
     latency = max(t["ar_many"] - t["ar_one"], 0.0) / (SMALL_COUNT - 1) / (2 * (n - 1))
     # ar_big is a ring (2 (N - 1) messages), ar_step a gather (N - 1): the rest of the difference is bytes
@@ -229,6 +237,7 @@ def _measure(tf, np, target, config, devices, repeats, progress=None, ring=()):
                  round_trip_s=max(t["ar_step"] - t["local"] - (n - 1) * found["collective_latency_s"], 0.0))
     found["sparse_update_bytes_per_s"] = _sparse_rate(t, found, n, 2.0 - found["rpc_duplex"])
     found["sparse_apply_bytes_per_s"] = _sparse_apply_rate(t, found, n)
+    found["sparse_gather_s"] = _sparse_gather_s(t, found, n)
     rates = node_rates(t["links"], n)   # by device index; the rpc figures came from the last node to the chief
     found["link_bandwidth"] = dict(enumerate(rates))
     found["link_reference"] = {"rpc": t["links"][(0, n - 1)], "collective": min(rates)}
@@ -239,14 +248,26 @@ def _measure(tf, np, target, config, devices, repeats, progress=None, ring=()):
 _SPARSE_MESSAGE = SPARSE_ROWS * (SPARSE_WIDTH * 4 + 8)
 
 
-def _sparse_rate(t, found, n, directions):
-    """Servers' sparse rate: the sparse step's time beyond the one-variable step and the wire, per byte."""
-    wire = directions * _SPARSE_MESSAGE / found["rpc_bandwidth"] if n > 1 else 0.0
-    return n * _SPARSE_MESSAGE / max(t["ps_sparse"] - t["ps_one"] - wire, 1e-6)
-
-
 #: A residual under 1 / _UNMEASURED of what applying the rows at the own rows' rate takes is noise.
 _UNMEASURED = 100.0
+
+
+def _own_rows_rate(t):
+    """Bytes a second of SGD's apply of one node's sparse rows on the chief alone (``sparse_local``)."""
+    return _SPARSE_MESSAGE / max(t["sparse_local"] - t["local"], 1e-6)
+
+
+def _sparse_rate(t, found, n, directions):
+    """Servers' sparse rate: the sparse step's time beyond the one-variable step and the wire, per byte.
+
+    Where the wire already explains the step (a slow link: what is left is noise, or below zero), the
+    rate is the own rows' apply (``sparse_local``), not the 2e12 B/s a clamped residual gave (2 hosts at
+    1.4 Gbit/s), which priced the servers' merge of ncf's rows as free."""
+    merged = n * _SPARSE_MESSAGE
+    wire = directions * _SPARSE_MESSAGE / found["rpc_bandwidth"] if n > 1 else 0.0
+    left = t["ps_sparse"] - t["ps_one"] - wire
+    own_rate = _own_rows_rate(t)
+    return merged / left if left > merged / own_rate / _UNMEASURED else own_rate
 
 
 def _sparse_apply_rate(t, found, n):
@@ -261,8 +282,23 @@ def _sparse_apply_rate(t, found, n):
     wire = others / found["collective_bandwidth"] + 2 * (n - 1) * found["collective_latency_s"]
     own = max(t["sparse_local"] - t["local"], 0.0)
     left = t["ar_sparse"] - t["ar_step"] - wire - own
-    own_rate = _SPARSE_MESSAGE / max(own, 1e-6)
+    own_rate = _own_rows_rate(t)
     return others / left if left > others / own_rate / _UNMEASURED else own_rate
+
+
+#: One node's rows of one small sparse all-reduce on the wire (``ar_sparse_small``).
+_SMALL_MESSAGE = SPARSE_SMALL_ROWS * (SPARSE_WIDTH * 4 + 8)
+
+
+def _sparse_gather_s(t, found, n):
+    """What a step's sparse all-reduces add beyond a collective step and what the model charges their messages,
+    bytes and apply: SPARSE_SMALL_TABLES of them in a step beyond ``ar_step``, less those charges (at least 0).
+    Their rows are few, so what is left is the chain of gathers (row counts, then values and indices), which
+    the tables run side by side: the model adds it once a step (``model.fixed_step_s``)."""
+    charged = ((n - 1) * _SMALL_MESSAGE / found["collective_bandwidth"]
+               + SPARSE_GATHER_MESSAGES * (n - 1) * found["collective_latency_s"]
+               + (n - 1) * _SMALL_MESSAGE / found["sparse_apply_bytes_per_s"])
+    return max(t["ar_sparse_small"] - t["ar_step"] - SPARSE_SMALL_TABLES * charged, 0.0)
 
 
 def probe(spec, repeats=None, sink=None, progress=None):

@@ -28,13 +28,19 @@ probe (:mod:`.probe`) fits from them what a single session's fetches cannot show
                 rows a node, every node applying all rows to its own table as SGD does: beyond
                 ar_step, the gathers' bytes and messages and the node's own rows' apply, the rate
                 at which a replica takes in and applies the other replicas' rows
+    ar_sparse_small
+                SPARSE_SMALL_TABLES such all-reduces in one step, of SPARSE_SMALL_ROWS rows each:
+                beyond ar_step and their messages and bytes, what one sparse all-reduce's chain of
+                gathers costs of itself (ncf's four 256-row tables measured 1.5x their messages'
+                price; the big table's 16 MiB hides it)
 
 Each figure is the median of ``repeats`` runs of ``steps`` steps, per step.
 """
 import statistics
 import time
 
-__all__ = ["PS_VARIABLES", "SPARSE_ROWS", "SPARSE_WIDTH", "TABLE_ROWS", "COLLECTIVE_BYTES", "MEASUREMENTS",
+__all__ = ["PS_VARIABLES", "SPARSE_ROWS", "SPARSE_WIDTH", "TABLE_ROWS", "SPARSE_SMALL_TABLES", "SPARSE_SMALL_ROWS",
+           "COLLECTIVE_BYTES", "MEASUREMENTS",
            "MEMBER_TIMEOUT", "STEPS", "STEPS_OF", "sparse_rows", "protocol_graph", "time_protocol", "task_devices", "member_main"]
 
 PS_VARIABLES = 16
@@ -43,9 +49,12 @@ SPARSE_WIDTH = 64
 TABLE_ROWS = 4 * SPARSE_ROWS
 _ANY_STEP = 2 ** 62
 #: The protocol measurements, in the order every node runs them.
-MEASUREMENTS = ("ps_one", "ps_many", "ps_sparse", "ar_step", "ar_big", "ar_sparse")
-#: The collective group and first instance key of the sparse all-reduce (apart from the other collectives').
-_SPARSE_GROUP, _SPARSE_KEY_BASE = 8, 8000
+MEASUREMENTS = ("ps_one", "ps_many", "ps_sparse", "ar_step", "ar_big", "ar_sparse", "ar_sparse_small")
+#: The collective group and first instance key of the sparse all-reduce (apart from the other collectives'),
+#: and of the small ones (each takes 1 + 2 x 32 keys).
+_SPARSE_GROUP, _SPARSE_KEY_BASE, _SMALL_KEY_BASE = 8, 8000, 8500
+#: The small sparse all-reduces of one step: tables, and distinct rows a node (their bytes stay negligible).
+SPARSE_SMALL_TABLES, SPARSE_SMALL_ROWS = 4, 8
 #: Bytes of the big all-reduce every node runs (the collective bandwidth).
 COLLECTIVE_BYTES = 16 << 20
 STEPS = 20
@@ -148,36 +157,43 @@ def _protocol_ops(tf, devices, name):
                         steps[key].append(collective_ops.all_reduce_v2(
                             ones, len(devices), 7, instance, merge_op="Add", final_op="Id").op)
         steps["ar_sparse"], tables = _sparse_all_reduce(tf, devices, name)
-        variables += tables
+        steps["ar_sparse_small"], small_tables = _sparse_all_reduce(
+            tf, devices, name, tables=SPARSE_SMALL_TABLES, rows=SPARSE_SMALL_ROWS, key_base=_SMALL_KEY_BASE)
+        variables += tables + small_tables
     return steps, [v.initializer for v in variables]
 
 
-def sparse_rows(tf, k):
-    """Node ``k``'s SPARSE_ROWS distinct row ids of a table of ``4 * SPARSE_ROWS`` rows, and their values."""
-    ids = tf.range(SPARSE_ROWS, dtype=tf.int64) * 4 + k % 4
-    return ids, tf.fill([SPARSE_ROWS, SPARSE_WIDTH], 1.0)
+def sparse_rows(tf, k, rows=SPARSE_ROWS):
+    """Node ``k``'s ``rows`` distinct row ids of a table of ``4 * rows`` rows, and their values."""
+    ids = tf.range(rows, dtype=tf.int64) * 4 + k % 4
+    return ids, tf.fill([rows, SPARSE_WIDTH], 1.0)
 
 
-def _sparse_all_reduce(tf, devices, name):
-    """``([every node's step], tables)``: the kernel's sparse all-reduce of each node's rows, the
-    gathered rows applied to the node's own table (``scatter_sub``, SGD's sparse apply)."""
+def _sparse_all_reduce(tf, devices, name, tables=1, rows=SPARSE_ROWS, key_base=_SPARSE_KEY_BASE):
+    """``([every node's step], tables)``: the kernel's sparse all-reduce of each node's ``rows`` rows of each of
+    ``tables`` tables, the gathered rows applied to the node's own table (``scatter_sub``, SGD's sparse apply)."""
     from types import SimpleNamespace
 
     from autodist.kernel.synchronization.all_reduce import gather_keys, gather_rows
     from autodist.kernel.synchronization.compressor import Collectives
-    graph, steps, tables = tf.compat.v1.get_default_graph(), [], []
-    group = SimpleNamespace(key_base=_SPARSE_KEY_BASE, num_replicas=len(devices), group_key=_SPARSE_GROUP)
+    graph, steps, made = tf.compat.v1.get_default_graph(), [], []
+    group = SimpleNamespace(key_base=key_base, num_replicas=len(devices), group_key=_SPARSE_GROUP)
     for k, device in enumerate(devices):
-        collectives = Collectives(group)   # every node's gather gets the same keys, as in a job
-        with tf.device(device), tf.compat.v1.name_scope("ar_sparse{}".format(k)):
-            table = tf.compat.v1.Variable(tf.zeros([TABLE_ROWS, SPARSE_WIDTH]), name="table", use_resource=True)
-            ids, values = sparse_rows(tf, k)
-            rows = gather_rows(collectives, values, ids, gather_keys(collectives), "ring")
-            gathered = tf.IndexedSlices(0.01 * graph.get_tensor_by_name(rows["values"]),
-                                        graph.get_tensor_by_name(rows["indices"]))
-            steps.append(table.scatter_sub(gathered).op)
-        tables.append(table)
-    return steps, tables
+        collectives = Collectives(group)   # every node's gathers get the same keys, as in a job
+        applies = []
+        for t in range(tables):
+            scope = "ar_sparse{}".format(k) if tables == 1 else "ar_sparse{}_{}x{}".format(k, tables, t)
+            with tf.device(device), tf.compat.v1.name_scope(scope):
+                table = tf.compat.v1.Variable(tf.zeros([4 * rows, SPARSE_WIDTH]), name="table", use_resource=True)
+                ids, values = sparse_rows(tf, k, rows)
+                gathered_rows = gather_rows(collectives, values, ids, gather_keys(collectives), "ring")
+                gathered = tf.IndexedSlices(0.01 * graph.get_tensor_by_name(gathered_rows["values"]),
+                                            graph.get_tensor_by_name(gathered_rows["indices"]))
+                applies.append(table.scatter_sub(gathered).op)
+            made.append(table)
+        with tf.device(device):
+            steps.append(applies[0] if tables == 1 else tf.group(*applies))
+    return steps, made
 
 
 def task_devices(context):

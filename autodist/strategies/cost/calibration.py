@@ -59,8 +59,10 @@ PRIOR_LOCAL_COLLECTIVE_BANDWIDTH = 4e9
 #: What the probe measures changed (2: the other nodes' clients host their servers, steps are
 #: callables, the one-float collective is a gather; 3: the sparse all-reduce's apply rate; 4: each node's
 #: link rate; 5: an apply rate the wire already explains is the own rows' rate, not ~1e12 B/s; 6: an op's
-#: cost, ``op_s``, and a ring between the chief's own CPUs): caches of an older probe are probed again.
-PROBE_VERSION = 6
+#: cost, ``op_s``, and a ring between the chief's own CPUs; 7: a small sparse all-reduce's own cost,
+#: ``sparse_gather_s``, and a servers' sparse rate the wire already explains is the own rows' rate): caches of
+#: an older probe are probed again.
+PROBE_VERSION = 7
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +87,10 @@ class Calibration:
     op_s: float = PRIOR_OP_S  # an op's cost to the executor beyond its arithmetic (``cost.compute``)
     #: a ring's bytes between two replicas of one node (the collective executor in process, not a copy)
     local_collective_bandwidth: float = PRIOR_LOCAL_COLLECTIVE_BANDWIDTH
+    #: what a step's sparse all-reduces add to a collective step's round trip beyond their messages, bytes and
+    #: apply: the gathers of row counts, then of the rows (every table's side by side); the prior adds nothing
+    #: (probed: ``SPARSE_SMALL_TABLES`` small ones in a step)
+    sparse_gather_s: float = 0.0
     source: str = "prior"     # "prior" or "probe"
     probe_version: int = 0    # the probe that measured it (PROBE_VERSION); 0 for a prior
     #: each node's link rate (bytes/s, by address; ``links``), and the link rate of the path each

@@ -33,6 +33,7 @@ class StepTraffic:
         self.server_bytes: Dict[str, float] = {}     # node -> dense bytes its servers aggregate
         self.sparse_server_bytes: Dict[str, float] = {}   # node -> sparse rows' bytes its servers merge
         self.sparse_apply_bytes: Dict[str, float] = {}    # node -> other replicas' rows its replicas apply
+        self.sparse_gathers: Dict[str, int] = {}   # node -> sparse all-reduces it joins (``gathers_sparse``)
         self.waits: Dict[Tuple[str, str], int] = {}   # (reader, server node) -> pieces R waits on S for
         self._sent, self._received, self._local, self._local_rings = {}, {}, {}, {}
         self._pulled = {}   # (node, 0: sent / 1: received) -> bytes of pulls (``pulled``)
@@ -72,8 +73,8 @@ class StepTraffic:
                 mine = self.links[key] = Link()
             mine.bytes += scale * link.bytes
             mine.messages += scale * link.messages
-        for name in ("server_bytes", "sparse_server_bytes", "sparse_apply_bytes", "waits", "_local", "_local_rings",
-                     "_pulled"):
+        for name in ("server_bytes", "sparse_server_bytes", "sparse_apply_bytes", "sparse_gathers", "waits", "_local",
+                     "_local_rings", "_pulled"):
             mine, theirs = getattr(self, name), getattr(other, name)
             for key, value in theirs.items():
                 mine[key] = mine.get(key, 0) + scale * value
@@ -112,11 +113,16 @@ class StepTraffic:
         return tuple(t for t in (RPC, COLLECTIVE)
                      if any(total[0] > 0 for (_, transport), total in self._sent.items() if transport == t))
 
+    def gathers_sparse(self):
+        """Whether some node joins a sparse all-reduce (``sparse_gathers``): the step waits for its chain of
+        gathers (``model.fixed_step_s``)."""
+        return any(count > 0 for count in self.sparse_gathers.values())
+
     def waiting(self):
         """Whether some node's reads wait for another node's compute (``waits``, module docstring)."""
         return any(count > 0 for count in self.waits.values())
 
     def nodes(self):
         found = {s for _, s, _ in self.links} | {d for _, _, d in self.links} | set(self.server_bytes)
-        found |= set(self.sparse_server_bytes) | set(self.sparse_apply_bytes)
+        found |= set(self.sparse_server_bytes) | set(self.sparse_apply_bytes) | set(self.sparse_gathers)
         return sorted(found)

@@ -11,7 +11,9 @@ The step of a synchronous plan is::
            ``StepTraffic.waits``), else 0
     fixed = session step + the protocol's exchange with other nodes: a synchronous parameter
             server's pull, push, take and release token (ps_step_s), a collective's
-            round trip (round_trip_s); the longer of the two when a plan has both
+            round trip (round_trip_s), and with a sparse all-reduce its chain of gathers
+            (sparse_gather_s: row counts, then rows, every table's side by side); the longer
+            of the two when a plan has both
     communication = max over nodes of the node's time on the wire and at work:
         per transport  (max(sent, received) + (1 - duplex) min(sent, received)) / bandwidth
                        (the transport's bandwidth as the node's own link carries it: ``links``;
@@ -186,7 +188,11 @@ def wait_s(traffic, compute):
 
 def fixed_step_s(traffic, calibration):
     """The session step's own cost and its protocol's exchanges with other nodes: the synchronous
-    parameter server's (``ps_step_s``), a collective's (``round_trip_s``); the two run side by side
-    in one step, so the longer counts."""
-    exchange = {RPC: calibration.ps_step_s, COLLECTIVE: calibration.round_trip_s}
+    parameter server's (``ps_step_s``), a collective's (``round_trip_s``, and ``sparse_gather_s`` more
+    when it all-reduces sparse rows: the gathers of row counts before the rows' own, once a step however
+    many tables: ncf's 4 and PartitionedAR's 10 pieces of them measured 2.3 and 2.0 ms beyond their
+    messages on 2 hosts, the probe's 4 small tables 1.9); the two run side by side in one step, so the
+    longer counts."""
+    sparse = calibration.sparse_gather_s if traffic.gathers_sparse() else 0.0
+    exchange = {RPC: calibration.ps_step_s, COLLECTIVE: calibration.round_trip_s + sparse}
     return calibration.fixed_step_s + max((exchange[t] for t in traffic.exchanges()), default=0.0)

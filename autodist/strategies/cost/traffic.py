@@ -50,7 +50,9 @@ replicas (the replicas in the plan's order, node-major)::
                                 values and indices); every replica then takes in and applies
                                 the other replicas' rows (N - 1 times its own, beyond its
                                 compute: ``sparse_apply_bytes``, at the rate the probe
-                                measured for the kernel's own sparse all-reduce)
+                                measured for the kernel's own sparse all-reduce); the step waits
+                                for the chain of gathers (``sparse_gathers``; the model's fixed
+                                cost adds the probe's ``sparse_gather_s`` once)
 
 A sparse gradient moves only the rows a replica touches (``sparse_rows``: rows
 per replica and step, by variable name; a shard gets its share in proportion
@@ -226,6 +228,8 @@ def add_entry(traffic, entry, var, replicas, rows=None, scale=1, group_bytes=Non
             for node, count in _replica_nodes(tuple(replicas)):   # each replica applies the others' rows too
                 work = traffic.sparse_apply_bytes
                 work[node] = work.get(node, 0.0) + scale * count * (n - 1) * message
+                if n > 1:   # and the node runs the gathers' chain (``sparse_gather_s``)
+                    traffic.sparse_gathers[node] = traffic.sparse_gathers.get(node, 0) + scale
         else:
             ring(traffic, replicas, scale * 2.0 * (n - 1) / n * message, 0)
             rings = 2 if sync.compressor == Compressor.PowerSGDCompressor else 1

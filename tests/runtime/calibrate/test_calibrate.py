@@ -64,7 +64,8 @@ def test_the_protocol_steps_give_every_node_its_own_fetch_in_one_order():
     with tf.Graph().as_default():
         steps, initializers = protocol_graph(tf, devices)
     assert tuple(steps) == MEASUREMENTS and all(len(fetches) == 3 for fetches in steps.values())
-    assert len(initializers) == 1 + 16 + 1 + 3   # ps_one, ps_many, ps_sparse; every node's ar_sparse table
+    # ps_one, ps_many, ps_sparse; every node's ar_sparse table and its 4 small ones
+    assert len(initializers) == 1 + 16 + 1 + 3 + 3 * 4
     with tf.Graph().as_default():
         alone, _ = protocol_graph(tf, devices[:1])
     assert tuple(alone) == MEASUREMENTS[:3] and all(len(fetches) == 1 for fetches in alone.values())
@@ -141,6 +142,37 @@ def test_a_sparse_apply_the_wire_already_explains_is_priced_at_the_own_rows_rate
         assert probe_module._sparse_apply_rate(t, found, 4) == pytest.approx(own_rate), residual
     t["ar_sparse"] = 0.01 + wire + own + 0.006      # measurable: the others' 3 messages in 6 ms
     assert probe_module._sparse_apply_rate(t, found, 4) == pytest.approx(3 * message / 0.006)
+
+
+def test_a_servers_sparse_merge_the_wire_already_explains_is_priced_at_the_own_rows_rate():
+    """2 hosts at 1.4 Gbit/s: the sparse protocol step was its wire, the residual noise, and the clamp priced the
+    servers' merge at 2.2e12 B/s (free)."""
+    from autodist.runtime.calibrate import probe as probe_module
+    message = probe_module._SPARSE_MESSAGE
+    found = {"rpc_bandwidth": 1e8}
+    wire = message / 1e8   # one direction's worth (duplex 1)
+    own = 0.002
+    t = {"local": 0.001, "sparse_local": 0.001 + own, "ps_one": 0.003}
+    for residual in (-0.01, 0.0, 1e-7):
+        t["ps_sparse"] = 0.003 + wire + residual
+        assert probe_module._sparse_rate(t, found, 2, 1.0) == pytest.approx(message / own), residual
+    t["ps_sparse"] = 0.003 + wire + 0.008      # measurable: both nodes' rows merged in 8 ms
+    assert probe_module._sparse_rate(t, found, 2, 1.0) == pytest.approx(2 * message / 0.008)
+
+
+def test_small_sparse_all_reduces_cost_what_their_step_leaves_beyond_what_the_model_charges():
+    """ar_sparse_small: SPARSE_SMALL_TABLES sparse all-reduces of a few rows beyond a collective step; what the
+    model charges each (bytes, 3 (N - 1) messages, the others' rows' apply) comes off; the rest is the step's
+    chain of gathers, once."""
+    from autodist.runtime.calibrate import probe as probe_module
+    from autodist.runtime.calibrate.protocol import SPARSE_SMALL_TABLES
+    found = {"collective_bandwidth": 1e6, "collective_latency_s": 1e-4, "sparse_apply_bytes_per_s": 1e7}
+    n, message = 4, probe_module._SMALL_MESSAGE
+    charged = 3 * message / 1e6 + 3 * 3 * 1e-4 + 3 * message / 1e7
+    t = {"ar_step": 0.002, "ar_sparse_small": 0.002 + SPARSE_SMALL_TABLES * charged + 0.0019}
+    assert probe_module._sparse_gather_s(t, found, n) == pytest.approx(0.0019)
+    t["ar_sparse_small"] = 0.002 + SPARSE_SMALL_TABLES * charged / 2   # the model already charges more: nothing
+    assert probe_module._sparse_gather_s(t, found, n) == 0.0
 
 
 @pytest.mark.parametrize("nodes,gbits,repeats", [(1, 0.01, 7), (2, 1.0, 7), (4, 0.105, 3), (2, 0.1, 3), (8, 10, 7)],

@@ -117,6 +117,16 @@ def test_sparse_all_reduce_is_an_all_gather_of_the_touched_rows():
     assert traffic.sparse_apply_bytes == {A: 240.0, B: 240.0} and traffic.sparse_server_bytes == {}
     calibration = _calibration(sparse_apply_bytes_per_s=400.0)   # the probe's rate for the kernel's gathers
     assert node_comm_s(traffic, A, calibration) == pytest.approx(384 / 500 + 3 * 0.02 + 240 / 400)
+    # the step waits for the chain of gathers (the probe's sparse_gather_s) once, beside the round trip
+    assert traffic.sparse_gathers == {A: 1, B: 1} and traffic.gathers_sparse()
+    assert fixed_step_s(traffic, dataclasses.replace(calibration, sparse_gather_s=0.25)) == pytest.approx(
+        0.5 + 0.1 + 0.25)
+    other = _var("e2", [100, 4], sparse=True)
+    two = _strategy([entry, variable_entry(other.name, "e2", [AllReduceEntry()])], [A + ":CPU:0", B + ":CPU:0"])
+    both = step_traffic(two, [emb, other], {emb.name: 10, other.name: 10})
+    assert both.sparse_gathers == {A: 2, B: 2} and fixed_step_s(
+        both, dataclasses.replace(calibration, sparse_gather_s=0.25)) == pytest.approx(0.5 + 0.1 + 0.25)
+    assert fixed_step_s(traffic, calibration) == pytest.approx(0.5 + 0.1)   # the prior adds nothing
     dense = step_traffic(strategy, [emb])   # no row count: its dense size, the upper bound
     assert dense.links[(COLLECTIVE, A, B)].bytes == 1600.0
 
