@@ -46,7 +46,7 @@ def register(subparsers):
     from autodist.runtime.limits import whole
     parser.add_argument("--repeats", type=checked(whole, int), default=None, metavar="N",
                         help="timed runs per measurement (default 7, or 3 where the spec's network_bandwidth makes "
-                             "a 16 MiB all-reduce take over a second)")
+                             "a 16 MiB all-reduce take over half a second)")
     parser.add_argument("--show", action="store_true", help="print the cached figures (or the prior); no probe")
     parser.add_argument("--format", choices=("table", "json"), default="table", help="output format")
     # AutoStrategy's first probe (runtime.calibrate.first_probe): stop when the chief that started it ends

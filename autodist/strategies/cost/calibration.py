@@ -59,9 +59,9 @@ PRIOR_LOCAL_COLLECTIVE_BANDWIDTH = 4e9
 #: What the probe measures changed (2: the other nodes' clients host their servers, steps are
 #: callables, the one-float collective is a gather; 3: the sparse all-reduce's apply rate; 4: each node's
 #: link rate; 5: an apply rate the wire already explains is the own rows' rate, not ~1e12 B/s; 6: an op's
-#: cost, ``op_s``, and a ring between the chief's own CPUs; 7: a small sparse all-reduce's own cost,
-#: ``sparse_gather_s``, and a servers' sparse rate the wire already explains is the own rows' rate): caches of
-#: an older probe are probed again.
+#: cost, ``op_s``, and a ring between the chief's own CPUs; 7: the sparse all-reduces' chain of gathers,
+#: ``sparse_gather_s``, and the servers' sparse rate beyond every other node's rows on the server's link, the
+#: own rows' rate where the wire explains the step): caches of an older probe are probed again.
 PROBE_VERSION = 7
 
 
