@@ -30,9 +30,10 @@ probe (:mod:`.probe`) fits from them what a single session's fetches cannot show
                 at which a replica takes in and applies the other replicas' rows
     ar_sparse_small
                 SPARSE_SMALL_TABLES such all-reduces in one step, of SPARSE_SMALL_ROWS rows each:
-                beyond ar_step and their messages and bytes, what one sparse all-reduce's chain of
-                gathers costs of itself (ncf's four 256-row tables measured 1.5x their messages'
-                price; the big table's 16 MiB hides it)
+                beyond ar_step and their messages and bytes, what a step's chain of gathers (row
+                counts, then rows; the tables side by side) costs of itself, once (ncf's four
+                256-row tables: 2.3 ms beyond their messages on 2 hosts; the big table's 16 MiB
+                hides it in ar_sparse)
 
 Each figure is the median of ``repeats`` runs of ``steps`` steps, per step.
 """

@@ -153,9 +153,12 @@ def predict(strategy, variables, compute, calibration, chief=None, statistics=No
     exposed = exposed_comm_s(comm, compute.step_s, calibration.overlap, last_bucket_s(traffic, calibration))
     fixed = fixed_step_s(traffic, calibration)
     wait = wait_s(traffic, compute)
-    entries = read_entries(strategy)
-    batch_norm = statistics_s(statistics or BatchStatistics(), relays_statistics(entries.variables.values(),
-                                                                                 entries.replicas), calibration)
+    statistics = statistics or BatchStatistics()
+    batch_norm = 0.0
+    if statistics.exchanges:   # the plan read again only for them (10k variables: 0.3 s a read)
+        entries = read_entries(strategy)
+        batch_norm = statistics_s(statistics, relays_statistics(entries.variables.values(), entries.replicas),
+                                  calibration)
     return Prediction(step_s=compute.step_s + fixed + batch_norm + beyond_compute_s(wait, exposed),
                       compute_s=compute.step_s, comm_s=comm, exposed_comm_s=exposed, fixed_s=fixed,
                       bottleneck=bottleneck, wait_s=wait, statistics_s=batch_norm)
