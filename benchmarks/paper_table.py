@@ -82,6 +82,9 @@ MIN_RATE = 10e6
 #: of ncf's 1 ms compute are 6 ms of measurement, where one scheduler hiccup on this shared machine moved a
 #: run's median 1.7x.
 MAX_STEPS = 200
+#: Timed steps of the single-replica compute run at least (its median sets the cell's link rate: 6 steps of
+#: ncf read 0.77 and 0.54 ms on two runs, links at 250 and 355 Mbit/s).
+COMPUTE_STEPS = 30
 SMOKE = {"hosts": [2], "families": ["ncf", "vgg16"], "configs": ["mwms_25mib", "PSLoadBalancing", "AutoStrategy"],
          "rounds": 1, "steps": 3, "warmup": 2, "min_timed_s": 0.0}
 
@@ -110,6 +113,12 @@ def sharing(hosts, replicas, cores):
     return max(1.0, hosts * replicas / len(cores))
 
 
+def _with_steps(args, steps):
+    found = copy.copy(args)
+    found.steps = steps
+    return found
+
+
 def timed_steps(steps, min_timed_s, compute_s):
     """Timed steps per run: ``steps``, more where they would cover less than ``min_timed_s`` of compute (at most
     ``MAX_STEPS``)."""
@@ -122,7 +131,7 @@ def run_cell(cluster, cell, args, save):
     name = cell["family"]
     model = FAMILIES[name]
     cell.update(hosts=cluster.nodes, replicas=cluster.replicas, batch=model.batch, runs={}, errors={})
-    compute = run_on_cluster(cluster, name, COMPUTE, args)
+    compute = run_on_cluster(cluster, name, COMPUTE, _with_steps(args, max(args.steps, COMPUTE_STEPS)))
     cell["compute_ms"] = statistics.median(compute["ms"])
     cell["shared_compute_ms"] = cell["compute_ms"] * sharing(cluster.nodes, cluster.replicas, args.cores)
     cell["paper_ratio"] = paper_ratio(PAPER[name])
@@ -136,8 +145,7 @@ def run_cell(cluster, cell, args, save):
         flush=True)
     if args.calibrate:
         cell["calibration"] = cluster.calibrate()
-    args = copy.copy(args)
-    args.steps = cell["steps"]
+    args = _with_steps(args, cell["steps"])
     for round_index in range(1, args.rounds + 1):
         for config in args.configs:
             print("[{} hosts, {}, round {}/{}] {} ...".format(cluster.nodes, name, round_index, args.rounds, config),

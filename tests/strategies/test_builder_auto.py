@@ -336,20 +336,21 @@ def test_every_start_of_the_search_ends_where_its_written_strategy_is_priced(nod
     from autodist.strategies.cost.traffic import relayed, step_traffic
     variables = _mlp() + [_var("emb", [100000, 64], sparse=True)]
     compute = Compute(0.03, sparse_rows={"emb:0": 512.0})
-    search = _Search(variables, nodes, compute, _calibration(), _STARTS[start])
+    calibration = _calibration(sparse_gather_s=2e-3)   # a sparse all-reduce's chain, once a step
+    search = _Search(variables, nodes, compute, calibration, _STARTS[start])
     search.run()
     # the search prices all-reduce as collectives; a written mix on two nodes is relayed (priced below)
     written = step_traffic(search.strategy(), variables, compute.sparse_rows, relay=False)
     links = {key: (link.bytes, link.messages) for key, link in search.traffic.links.items() if link.messages}
     assert links == {key: (pytest.approx(link.bytes), link.messages) for key, link in written.links.items()}
     assert {k: v for k, v in search.traffic.waits.items() if v} == written.waits
-    for field in ("server_bytes", "sparse_server_bytes", "sparse_apply_bytes"):
+    for field in ("server_bytes", "sparse_server_bytes", "sparse_apply_bytes", "sparse_gathers"):
         found = {k: v for k, v in getattr(search.traffic, field).items() if abs(v) > 1e-6}
         assert found == {k: pytest.approx(v) for k, v in getattr(written, field).items() if abs(v) > 1e-6}, field
     for node in search.nodes:
         assert search.traffic.local_bytes(node) == pytest.approx(written.local_bytes(node))
     if not relayed(read_entries(search.strategy()).variables.values(), search.replicas):
-        assert search.cost() == pytest.approx(predict(search.strategy(), variables, compute, _calibration()).step_s
+        assert search.cost() == pytest.approx(predict(search.strategy(), variables, compute, calibration).step_s
                                               - compute.step_s)
 
 

@@ -25,13 +25,15 @@ probe runs (the fastest run would describe an idle machine)::
                          pushed, on the server's link); where nothing measurable is left (the wire
                          explains the step), the own rows' rate
     sparse apply rate    the other nodes' rows / (ar_sparse - ar_step - the gathers' bytes on the ring
-                         and their 2 (N - 1) messages beyond the gather's - sparse_local - local): what a
+                         and their 2 (N - 1) messages beyond the gather's - sparse_gather_s
+                         - sparse_local - local): what a
                          replica of a sparse all-reduce does with the rows it takes in, beyond its own
                          (``sparse_local``: SGD's apply of one node's rows on the chief alone); where
                          nothing measurable is left (slow links), the own rows' rate
-    sparse_gather_s      ar_sparse_small - ar_step less what the model charges the small sparse all-reduces'
-                         3 (N - 1) messages, bytes and apply each: their chain of gathers (row counts, then
-                         rows), once a step; the big table's bytes hide it in ar_sparse
+    sparse_gather_s      ar_sparse_small less what the model charges that step without it (a collective
+                         step's round trip; per small table 3 (N - 1) messages, bytes and apply): the
+                         chain of gathers (row counts, then rows), once a step; measured before the
+                         sparse apply rate, whose residual it leaves
     collective latency   (32 tiny all-reduces - 1) / 31 / 2 (N - 1) messages of a hop
     collective bandwidth 2 (N - 1) / N * COLLECTIVE_BYTES / (ar_big - ar_step - (N - 1)
                          collective latencies, the ring's messages beyond the gather's): a 16 MiB
@@ -50,7 +52,8 @@ probe runs (the fastest run would describe an idle machine)::
                          executor, not a copy: 4.4 GB/s against 11-20 GB/s here); a chief with one CPU
                          keeps the prior, GPUs the local bandwidth (their rings are NCCL's, not measured)
     link_bandwidth       every node's link rate, from slices of 1-64 MiB moved between every pair of
-                         nodes (``links``); the model scales the transports per node by it
+                         nodes (beyond 4 nodes the chief's pairs and a ring; ``links``); the model
+                         scales the transports per node by it
 
 With one node the transports are in-process: latencies, ``ps_step_s`` and
 ``round_trip_s`` are 0 and bandwidths the local one. ``overlap`` is 1 with
@@ -68,11 +71,11 @@ from autodist.strategies.cost.calibration import PROBE_VERSION, Calibration
 from autodist.runtime.calibrate.links import link_graph, measure_links, median_time, node_rates
 from autodist.runtime.calibrate.protocol import (COLLECTIVE_BYTES, MEASUREMENTS, MEMBER_TIMEOUT, PS_VARIABLES,
                                                SPARSE_ROWS, SPARSE_SMALL_ROWS, SPARSE_SMALL_TABLES, SPARSE_WIDTH,
-                                               STEPS, STEPS_OF, TABLE_ROWS, protocol_graph, sparse_rows,
+                                               STEPS, TABLE_ROWS, protocol_graph, sparse_rows, steps_of,
                                                task_devices, time_protocol)
 from autodist.strategies.cost.traffic import SPARSE_GATHER_MESSAGES
 
-__all__ = ["probe", "default_repeats", "BIG_BYTES", "SMALL_COUNT", "OP_CHAIN", "STAGES", "REPEATS", "SLOW_REPEATS"]
+__all__ = ["probe", "default_repeats", "slow_links", "BIG_BYTES", "SMALL_COUNT", "OP_CHAIN", "STAGES", "REPEATS", "SLOW_REPEATS"]
 
 BIG_BYTES = COLLECTIVE_BYTES   # every big transfer the size of the protocol's big all-reduce: 16 MiB
 SMALL_COUNT = 32
@@ -81,18 +84,23 @@ _LOCAL_RING_GROUP, _LOCAL_RING_KEY = 9, 9001   # the chief's two CPUs' all-reduc
 #: Timed runs per measurement: REPEATS, or SLOW_REPEATS where the spec's slowest link moves the 16 MiB ring
 #: all-reduce in more than SLOW_RUN_S a run. A run then varies little (the multi-host calibrate tests read
 #: shaped links within 15 % from 3), and 1 + 7 runs of every big measurement made a probe of 4 hosts at
-#: 105 Mbit/s take 268 s, and one of 8 hosts at 250 Mbit/s (0.94 s a ring) outrun AutoStrategy's 300 s.
+#: 105 Mbit/s take 268 s, and one of 8 hosts at 250 Mbit/s (0.94 s a ring) outran AutoStrategy's 300 s.
 REPEATS, SLOW_REPEATS, SLOW_RUN_S = 7, 3, 0.5
 
 
 def default_repeats(spec):
-    """REPEATS, or SLOW_REPEATS on links the spec says are slow (``network_bandwidth``, Gbit/s)."""
+    """REPEATS, or SLOW_REPEATS on links the spec says are slow (``slow_links``)."""
+    return SLOW_REPEATS if slow_links(spec) else REPEATS
+
+
+def slow_links(spec):
+    """Whether the spec's slowest link (``network_bandwidth``, Gbit/s) moves the 16 MiB ring in over SLOW_RUN_S."""
     n = len(spec.nodes)
     if n < 2:
-        return REPEATS
+        return False
     slowest = min(spec.network_bandwidth.values()) * 1e9 / 8
     ring_s = 2.0 * (n - 1) / n * COLLECTIVE_BYTES / max(slowest, 1.0)
-    return SLOW_REPEATS if ring_s > SLOW_RUN_S else REPEATS
+    return ring_s > SLOW_RUN_S
 
 
 def _best_time(session, fetches, repeats):
@@ -185,7 +193,7 @@ STAGES = {"sparse_local": "a sparse update on the chief", "local": "a step on th
           "links": "every pair of nodes' link"}
 
 
-def _timings(tf, target, config, devices, repeats, progress=None, ring=()):
+def _timings(tf, target, config, devices, repeats, progress=None, ring=(), slow=False):
     """``{measurement: seconds}``: the chief's one-session steps, then the protocol steps every node
     runs with it (``protocol.member_main`` on the others). ``progress(done, total, key)`` is called
     before each measurement (``STAGES`` says what ``key`` measures)."""
@@ -197,7 +205,7 @@ def _timings(tf, target, config, devices, repeats, progress=None, ring=()):
     with tf.compat.v1.Session(target, graph=graph, config=config) as session:
         session.run(initializers + protocol_initializers + link_initializers)
         stages = [(key, functools.partial(_best_time, session, fetch, repeats)) for key, fetch in ops.items()]
-        stages += [(key, functools.partial(time_protocol, session, steps[key][0], STEPS_OF.get(key, STEPS),
+        stages += [(key, functools.partial(time_protocol, session, steps[key][0], steps_of(slow).get(key, STEPS),
                                            repeats=repeats)) for key in MEASUREMENTS if key in steps]
         if links:
             stages.append(("links", functools.partial(measure_links, session, links, min(repeats, 3))))
@@ -209,9 +217,9 @@ def _timings(tf, target, config, devices, repeats, progress=None, ring=()):
     return t
 
 
-def _measure(tf, np, target, config, devices, repeats, progress=None, ring=()):
+def _measure(tf, np, target, config, devices, repeats, progress=None, ring=(), slow=False):
     """The calibration's measured fields (see the module docstring for each formula)."""
-    t = _timings(tf, target, config, devices, repeats, progress, ring)
+    t = _timings(tf, target, config, devices, repeats, progress, ring, slow)
     n, local = len(devices), _local_bandwidth(np, repeats)
     found = dict(fixed_step_s=t["local"], local_bandwidth=local,
                  flops=2.0 * 512 ** 3 / max(t["matmul"] - t["local"], 1e-6),
@@ -237,8 +245,8 @@ def _measure(tf, np, target, config, devices, repeats, progress=None, ring=()):
     found.update(ps_step_s=max(t["ps_one"] - t["local"] - found["rpc_latency_s"], 0.0),
                  round_trip_s=max(t["ar_step"] - t["local"] - (n - 1) * found["collective_latency_s"], 0.0))
     found["sparse_update_bytes_per_s"] = _sparse_rate(t, found, n)
-    found["sparse_apply_bytes_per_s"] = _sparse_apply_rate(t, found, n)
     found["sparse_gather_s"] = _sparse_gather_s(t, found, n)
+    found["sparse_apply_bytes_per_s"] = _sparse_apply_rate(t, found, n)
     rates = node_rates(t["links"], n)   # by device index; the rpc figures came from the last node to the chief
     found["link_bandwidth"] = dict(enumerate(rates))
     found["link_reference"] = {"rpc": t["links"][(0, n - 1)], "collective": min(rates)}
@@ -276,7 +284,8 @@ def _sparse_rate(t, found, n):
 
 def _sparse_apply_rate(t, found, n):
     """A sparse all-reduce's rate on the other nodes' rows: its step beyond a collective step, the
-    gathers on the ring and the node's own rows' apply, per byte of the others' rows.
+    gathers on the ring, their chain (``sparse_gather_s``, which the model charges apart) and the node's
+    own rows' apply, per byte of the others' rows.
 
     Where the wire and the node's own apply already explain the whole step (a slow link: the residual
     is within the noise, or below zero) nothing is left to measure; the rate is then the one of the
@@ -285,7 +294,7 @@ def _sparse_apply_rate(t, found, n):
     others = (n - 1) * _SPARSE_MESSAGE
     wire = others / found["collective_bandwidth"] + 2 * (n - 1) * found["collective_latency_s"]
     own = max(t["sparse_local"] - t["local"], 0.0)
-    left = t["ar_sparse"] - t["ar_step"] - wire - own
+    left = t["ar_sparse"] - t["ar_step"] - wire - found["sparse_gather_s"] - own
     own_rate = _own_rows_rate(t)
     return others / left if left > others / own_rate / _UNMEASURED else own_rate
 
@@ -295,14 +304,19 @@ _SMALL_MESSAGE = SPARSE_SMALL_ROWS * (SPARSE_WIDTH * 4 + 8)
 
 
 def _sparse_gather_s(t, found, n):
-    """What a step's sparse all-reduces add beyond a collective step and what the model charges their messages,
-    bytes and apply: SPARSE_SMALL_TABLES of them in a step beyond ``ar_step``, less those charges (at least 0).
-    Their rows are few, so what is left is the chain of gathers (row counts, then values and indices), which
-    the tables run side by side: the model adds it once a step (``model.fixed_step_s``)."""
+    """What a step's sparse all-reduces add to what the model charges them: SPARSE_SMALL_TABLES of them in a
+    step (``ar_sparse_small``) less the model's price of that step without the chain (at least 0).
+
+    The model prices it as a collective step, ``ar_step`` less its gather's N - 1 messages (the round trip,
+    ``round_trip_s``), and per table 3 (N - 1) messages, the others' rows on the ring and their apply, and
+    the own rows' apply; the rows are few (applied at the own rows' rate here), so what is left is the
+    chain of gathers (row counts, then values and indices), which the tables run side by side: the model
+    adds it once a step (``model.fixed_step_s``)."""
+    latency, own_rate = found["collective_latency_s"], _own_rows_rate(t)
     charged = ((n - 1) * _SMALL_MESSAGE / found["collective_bandwidth"]
-               + SPARSE_GATHER_MESSAGES * (n - 1) * found["collective_latency_s"]
-               + (n - 1) * _SMALL_MESSAGE / found["sparse_apply_bytes_per_s"])
-    return max(t["ar_sparse_small"] - t["ar_step"] - SPARSE_SMALL_TABLES * charged, 0.0)
+               + SPARSE_GATHER_MESSAGES * (n - 1) * latency + n * _SMALL_MESSAGE / own_rate)
+    step = t["ar_step"] - (n - 1) * latency + SPARSE_SMALL_TABLES * charged
+    return max(t["ar_sparse_small"] - step, 0.0)
 
 
 def probe(spec, repeats=None, sink=None, progress=None):
@@ -343,14 +357,16 @@ def _probe_job(spec, repeats, sink, tf, np, node_config, chief_cpus, progress):
         open(empty, "wb").close()   # the job ships no strategy: the coordinator copies an empty file
         # every other node's client hosts its node's server, as a job's script does (one process per node)
         nodes = json.dumps({n.address: [cpu_count_of(n), n.threads or 0, list(n.cores)] for n in spec.node_specs})
+        slow = slow_links(spec)   # every node runs the same step counts (``protocol.steps_of``)
         context = coordinator.launch(empty, ["-m", "autodist.runtime.calibrate.protocol", "--repeats", str(repeats),
-                                             "--nodes", nodes], os.getcwd(), serve_chief=True)
+                                             "--nodes", nodes] + (["--slow"] if slow else []), os.getcwd(),
+                                     serve_chief=True)
     try:
         config = node_config(chief_cpus, context.chief_task)
         config.operation_timeout_in_ms = int(MEMBER_TIMEOUT * 1e3)   # a node that never joins fails the step
         devices = task_devices(context)[0]
         found = _measure(tf, np, context.target, config, devices, repeats, progress,
-                         _chief_ring(devices[0], chief_cpus))
+                         _chief_ring(devices[0], chief_cpus), slow)
         order = [context.chief_task] + [t for t in range(context.num_tasks) if t != context.chief_task]
         found["link_bandwidth"] = {context.addresses[order[i]]: rate for i, rate in found["link_bandwidth"].items()}
         return found

@@ -32,8 +32,8 @@ probe (:mod:`.probe`) fits from them what a single session's fetches cannot show
                 SPARSE_SMALL_TABLES such all-reduces in one step, of SPARSE_SMALL_ROWS rows each:
                 beyond ar_step and their messages and bytes, what a step's chain of gathers (row
                 counts, then rows; the tables side by side) costs of itself, once (ncf's four
-                256-row tables: 2.3 ms beyond their messages on 2 hosts; the big table's 16 MiB
-                hides it in ar_sparse)
+                256-row tables: 2.3 ms beyond their messages on 2 hosts); ar_sparse's residual
+                is read without it
 
 Each figure is the median of ``repeats`` runs of ``steps`` steps, per step.
 """
@@ -41,8 +41,8 @@ import statistics
 import time
 
 __all__ = ["PS_VARIABLES", "SPARSE_ROWS", "SPARSE_WIDTH", "TABLE_ROWS", "SPARSE_SMALL_TABLES", "SPARSE_SMALL_ROWS",
-           "COLLECTIVE_BYTES", "MEASUREMENTS",
-           "MEMBER_TIMEOUT", "STEPS", "STEPS_OF", "sparse_rows", "protocol_graph", "time_protocol", "task_devices", "member_main"]
+           "COLLECTIVE_BYTES", "MEASUREMENTS", "MEMBER_TIMEOUT", "STEPS", "STEPS_OF", "SLOW_STEPS_OF", "steps_of",
+           "sparse_rows", "protocol_graph", "time_protocol", "task_devices", "member_main"]
 
 PS_VARIABLES = 16
 SPARSE_ROWS = 4096
@@ -52,17 +52,24 @@ _ANY_STEP = 2 ** 62
 #: The protocol measurements, in the order every node runs them.
 MEASUREMENTS = ("ps_one", "ps_many", "ps_sparse", "ar_step", "ar_big", "ar_sparse", "ar_sparse_small")
 #: The collective group and first instance key of the sparse all-reduce (apart from the other collectives'),
-#: and of the small ones (each takes 1 + 2 x 32 keys).
+#: and of the small ones: each takes 1 + 2 x 32 keys (``all_reduce.gather_keys``), the big one 8001-8065, the
+#: four small ones 8501-8760.
 _SPARSE_GROUP, _SPARSE_KEY_BASE, _SMALL_KEY_BASE = 8, 8000, 8500
 #: The small sparse all-reduces of one step: tables, and distinct rows a node (their bytes stay negligible).
 SPARSE_SMALL_TABLES, SPARSE_SMALL_ROWS = 4, 8
 #: Bytes of the big all-reduce every node runs (the collective bandwidth).
 COLLECTIVE_BYTES = 16 << 20
 STEPS = 20
-#: Fewer steps for a measurement whose step moves many bytes (16 MiB a hop takes 0.7 s at 200 Mbit/s; the
-#: sparse steps move 1 MiB a node, 7 MiB a hop on 8 hosts: 20 steps of each took 40 s at 250 Mbit/s): every
-#: node runs each measurement with the same count.
-STEPS_OF = {"ar_big": 5, "ps_sparse": 5, "ar_sparse": 5}
+#: Fewer steps for a measurement whose step moves many bytes: the 16 MiB ring always (a hop takes 0.7 s at
+#: 200 Mbit/s), the sparse steps on slow links too (``steps_of``: 1 MiB a node, 7 MiB a hop on 8 hosts; 20
+#: steps of each took 40 s at 250 Mbit/s). Every node runs each measurement with the same count.
+STEPS_OF = {"ar_big": 5}
+SLOW_STEPS_OF = {"ps_sparse": 5, "ar_sparse": 5}
+
+
+def steps_of(slow):
+    """``{measurement: steps}`` where it is not STEPS: on ``slow`` links (``probe.slow_links``) fewer sparse ones."""
+    return dict(STEPS_OF, **(SLOW_STEPS_OF if slow else {}))
 #: Seconds another node's process waits for the chief at most (the first step, each step).
 MEMBER_TIMEOUT = 120.0
 
@@ -184,7 +191,7 @@ def _sparse_all_reduce(tf, devices, name, tables=1, rows=SPARSE_ROWS, key_base=_
         collectives = Collectives(group)   # every node's gathers get the same keys, as in a job
         applies = []
         for t in range(tables):
-            scope = "ar_sparse{}".format(k) if tables == 1 else "ar_sparse{}_{}x{}".format(k, tables, t)
+            scope = "ar_sparse{}".format(k) if tables == 1 else "ar_sparse_small{}_{}".format(k, t)
             with tf.device(device), tf.compat.v1.name_scope(scope):
                 table = tf.compat.v1.Variable(tf.zeros([4 * rows, SPARSE_WIDTH]), name="table", use_resource=True)
                 ids, values = sparse_rows(tf, k, rows)
@@ -244,6 +251,7 @@ def member_main(argv=None):
     from autodist.spec.cluster import node_config
     parser = argparse.ArgumentParser(description="the calibration probe's protocol steps on a node")
     parser.add_argument("--repeats", type=int, required=True)
+    parser.add_argument("--slow", action="store_true", help="slow links: fewer sparse steps (steps_of)")
     parser.add_argument("--timeout", type=float, default=MEMBER_TIMEOUT)
     parser.add_argument("--nodes", default="{}", help="JSON: address -> [cpus, threads, cores] of its server")
     args = parser.parse_args(argv)
@@ -259,9 +267,10 @@ def member_main(argv=None):
         steps, _ = protocol_graph(tf, devices)
         with tf.compat.v1.Session(context.target, graph=graph, config=config) as session:
             _wait_initialized(tf, session, args.timeout)
+            counts = steps_of(args.slow)
             for key in MEASUREMENTS:
                 if key in steps:
-                    time_protocol(session, steps[key][index], STEPS_OF.get(key, STEPS), repeats=args.repeats)
+                    time_protocol(session, steps[key][index], counts.get(key, STEPS), repeats=args.repeats)
     return 0
 
 

@@ -130,7 +130,7 @@ def test_a_sparse_apply_the_wire_already_explains_is_priced_at_the_own_rows_rate
     105 Mbit/s), an apply priced as free."""
     from autodist.runtime.calibrate import probe as probe_module
     message = probe_module._SPARSE_MESSAGE
-    found = {"collective_bandwidth": 1e7, "collective_latency_s": 0.0}
+    found = {"collective_bandwidth": 1e7, "collective_latency_s": 0.0, "sparse_gather_s": 0.0}
     wire = 3 * message / 1e7   # 4 nodes: the other 3 nodes' rows
     own = 0.004                # the chief's apply of its own rows
     t = {"local": 0.001, "sparse_local": 0.001 + own, "ar_step": 0.01}
@@ -160,21 +160,6 @@ def test_a_servers_sparse_merge_the_wire_already_explains_is_priced_at_the_own_r
             assert probe_module._sparse_rate(t, found, n) == pytest.approx(message / own), (n, residual)
         t["ps_sparse"] = 0.003 + wire + 0.008      # measurable: every node's rows merged in 8 ms
         assert probe_module._sparse_rate(t, found, n) == pytest.approx(n * message / 0.008), n
-
-
-def test_small_sparse_all_reduces_cost_what_their_step_leaves_beyond_what_the_model_charges():
-    """ar_sparse_small: SPARSE_SMALL_TABLES sparse all-reduces of a few rows beyond a collective step; what the
-    model charges each (bytes, 3 (N - 1) messages, the others' rows' apply) comes off; the rest is the step's
-    chain of gathers, once."""
-    from autodist.runtime.calibrate import probe as probe_module
-    from autodist.runtime.calibrate.protocol import SPARSE_SMALL_TABLES
-    found = {"collective_bandwidth": 1e6, "collective_latency_s": 1e-4, "sparse_apply_bytes_per_s": 1e7}
-    n, message = 4, probe_module._SMALL_MESSAGE
-    charged = 3 * message / 1e6 + 3 * 3 * 1e-4 + 3 * message / 1e7
-    t = {"ar_step": 0.002, "ar_sparse_small": 0.002 + SPARSE_SMALL_TABLES * charged + 0.0019}
-    assert probe_module._sparse_gather_s(t, found, n) == pytest.approx(0.0019)
-    t["ar_sparse_small"] = 0.002 + SPARSE_SMALL_TABLES * charged / 2   # the model already charges more: nothing
-    assert probe_module._sparse_gather_s(t, found, n) == 0.0
 
 
 @pytest.mark.parametrize("nodes,gbits,repeats", [(1, 0.01, 7), (2, 1.0, 7), (4, 0.105, 3), (2, 0.1, 3), (8, 10, 7),

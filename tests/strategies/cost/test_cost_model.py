@@ -127,8 +127,38 @@ def test_sparse_all_reduce_is_an_all_gather_of_the_touched_rows():
     assert both.sparse_gathers == {A: 2, B: 2} and fixed_step_s(
         both, dataclasses.replace(calibration, sparse_gather_s=0.25)) == pytest.approx(0.5 + 0.1 + 0.25)
     assert fixed_step_s(traffic, calibration) == pytest.approx(0.5 + 0.1)   # the prior adds nothing
+    both.merge(traffic, -1)   # the search takes a variable's traffic back: one table left, then none
+    assert both.sparse_gathers == {A: 1, B: 1} and both.gathers_sparse()
+    both.merge(step_traffic(_strategy([variable_entry(other.name, "e2", [AllReduceEntry()])],
+                                      [A + ":CPU:0", B + ":CPU:0"]), [other], {other.name: 10}), -1)
+    assert not both.gathers_sparse()
     dense = step_traffic(strategy, [emb])   # no row count: its dense size, the upper bound
     assert dense.links[(COLLECTIVE, A, B)].bytes == 1600.0
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_the_probes_chain_of_gathers_is_what_the_model_leaves_of_its_small_sparse_step(n):
+    """The probe's ``sparse_gather_s``: the model, given it, prices the probe's own step of SPARSE_SMALL_TABLES
+    sparse all-reduces of SPARSE_SMALL_ROWS rows (``ar_sparse_small``) at what it measured; the one-float
+    collective step (``ar_step``) fits ``round_trip_s`` as the probe does."""
+    from autodist.runtime.calibrate import probe as probe_module
+    from autodist.runtime.calibrate.protocol import SPARSE_SMALL_ROWS, SPARSE_SMALL_TABLES, SPARSE_WIDTH
+    nodes = ["10.0.0.{}".format(i + 1) for i in range(n)]
+    tables = [_var("t{}".format(i), [4 * SPARSE_SMALL_ROWS, SPARSE_WIDTH], sparse=True)
+              for i in range(SPARSE_SMALL_TABLES)]
+    strategy = _strategy([variable_entry(v.name, "t{}".format(i), [AllReduceEntry()]) for i, v in enumerate(tables)],
+                         [node + ":CPU:0" for node in nodes])
+    t = {"local": 0.001, "sparse_local": 0.003, "ar_step": 0.004, "ar_sparse_small": 0.05}
+    found = {"collective_bandwidth": 1e6, "collective_latency_s": 2e-4}
+    gather = probe_module._sparse_gather_s(t, found, n)
+    own_rate = probe_module._own_rows_rate(t)
+    calibration = _calibration(fixed_step_s=t["local"], collective_latency_s=2e-4, collective_bandwidth=1e6,
+                               round_trip_s=t["ar_step"] - t["local"] - (n - 1) * 2e-4, overlap=0.0,
+                               sparse_apply_bytes_per_s=own_rate, sparse_gather_s=gather)
+    own = SPARSE_SMALL_TABLES * probe_module._SMALL_MESSAGE / own_rate   # the own rows' apply: the replica's compute
+    rows = {v.name: SPARSE_SMALL_ROWS for v in tables}
+    predicted = predict(strategy, tables, Compute(own, sparse_rows=rows), calibration).step_s
+    assert 0 < gather < t["ar_sparse_small"] and predicted == pytest.approx(t["ar_sparse_small"])
 
 
 @pytest.mark.parametrize("compressor, expected_bytes, messages", [
