@@ -136,7 +136,6 @@ def test_preflight_names_every_host_srun_cannot_reach(allocation, monkeypatch):
 
 def test_a_step_ends_when_the_chief_is_killed_outright(allocation, tmp_path):
     """The guard around srun notices the chief is gone and stops the step, as terminate would."""
-    import signal
     import subprocess
     from autodist.runner.base import wait_until
     pid_file = tmp_path / "task.pid"

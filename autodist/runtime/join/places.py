@@ -33,7 +33,7 @@ import socket
 from typing import Dict, Optional, Tuple
 
 from autodist.errors import ResourceSpecError
-from autodist.spec.convert import expand_hostlist, parse_tf_config
+from autodist.spec.convert import parse_tf_config
 
 __all__ = ["Place", "resolve", "platform_started", "advertised_host", "route_address", "EXIT_RETRY", "DEFAULT_PORT", "NODE_ADDRESS_ENV",
            "CHIEF_ADDRESS_ENV", "ADVERTISE_ENV"]
