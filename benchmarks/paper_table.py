@@ -53,7 +53,6 @@ it measured), the tables and a plot per family to ``--out`` (``paper_table_repor
 The clusters are removed at the end, also after a failure or Ctrl-C.
 """
 import argparse
-import copy
 import math
 import os
 import statistics
@@ -114,9 +113,7 @@ def sharing(hosts, replicas, cores):
 
 
 def _with_steps(args, steps):
-    found = copy.copy(args)
-    found.steps = steps
-    return found
+    return argparse.Namespace(**dict(vars(args), steps=steps))
 
 
 def timed_steps(steps, min_timed_s, compute_s):

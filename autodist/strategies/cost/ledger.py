@@ -124,5 +124,5 @@ class StepTraffic:
 
     def nodes(self):
         found = {s for _, s, _ in self.links} | {d for _, _, d in self.links} | set(self.server_bytes)
-        found |= set(self.sparse_server_bytes) | set(self.sparse_apply_bytes) | set(self.sparse_gathers)
+        found |= set(self.sparse_server_bytes) | set(self.sparse_apply_bytes)   # sparse_gathers' nodes are in the latter
         return sorted(found)
