@@ -85,8 +85,10 @@ def test_a_one_node_spec_is_probed_in_process_and_cached(tmp_path):
     assert found["source"] == "probe" and found["rpc_duplex"] == 1.0 and found["rpc_latency_s"] == 0.0
     assert found["flops"] > 0 and found["local_bandwidth"] > 0
     assert 1e-8 < found["op_s"] < 1e-4, found["op_s"]   # an op: more than 10 ns, less than 100 us (0.33 us here)
-    # two CPUs: their ring measured, not the prior's 4e9, and slower than a copy (4.4 against 11 GB/s here)
-    assert found["local_collective_bandwidth"] != 4e9 and found["local_collective_bandwidth"] < found["local_bandwidth"]
+    # two CPUs: their ring measured, not the prior's 4e9 nor the copy's rate it falls back to on GPUs. Which of the
+    # two is faster is a timing (4.4 against 11 GB/s on a quiet machine, 3.6 against 1.6 under CI's load): not asserted
+    ring = found["local_collective_bandwidth"]
+    assert ring not in (4e9, found["local_bandwidth"]) and 0 < ring < float("inf"), found
 
 
 def _assert_progress_lines(stderr, last):
