@@ -19,7 +19,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -121,7 +120,9 @@ def test_a_second_signal_while_the_job_stops_does_not_cut_the_stop_short(chiefs,
         chief = chiefs(_run_argv("PS", "--steps", "100000", "--sleep", "0.05", "--ignore-sigterm"))
     chief.wait_for(r"\[127\.0\.0\.2\] STEP 3$", 150)
     chief.signal(sig)
-    time.sleep(1.0)
+    # the first signal's stop has begun (it says so before stopping anything; the node's grace keeps it going)
+    said = "terminated (SIGTERM)" if sig == signal.SIGTERM else "interrupted (Ctrl-C)"
+    chief.wait_for(re.escape(said + "; stopping every process of the job"), 60)
     chief.signal(sig)
     exit_code = _ended(chief)
     output = chief.output()

@@ -34,11 +34,16 @@ def test_a_stopped_node_is_named_in_a_stall_report_and_the_job_ends(chiefs):
             os.killpg(pgid, signal.SIGCONT)
     hit = chief.find(r"stalled: ")
     assert hit is not None, chief.output()[-4000:]
-    detected = hit[0] - stopped_at
-    print("stall reported after {:.1f} s".format(detected))
-    assert detected >= STALL_TIMEOUT - 1.5   # not before its timeout: its last report came up to 1 s before the stop
+    print("stall reported after {:.1f} s".format(hit[0] - stopped_at))
     assert code != 0
     report = chief.output()[chief.output().index("stalled: "):]
+    # Not before its timeout, by the report's own clock (how long before the stop the last step began or the last
+    # report came depends on the machine's load): what fired it, a node's call or a node's silence, had lasted the
+    # stall timeout. The report prints each node's call and silence, the figures the watch compared with it, to 0.1 s.
+    figures = [float(f) for f in re.findall(r"(?:in training step \d+|no report|outside the training steps) "
+                                            r"for (\d+\.\d) s", report)]
+    assert figures and max(figures) >= STALL_TIMEOUT, report
+    assert "(stall timeout {:.0f} s)".format(STALL_TIMEOUT) in report, report
     assert "127.0.0.2: has not reached training step" in report and "process alive" in report
     # The worker printed STEP i after its (i + 1)th step; the chief waits in step i + 2 (i + 3 if the stop
     # caught the worker inside step i + 2 after the chief got its part). Counted by session calls, the
@@ -66,16 +71,18 @@ def test_a_node_gives_up_on_a_stopped_chief_within_the_stall_timeout_and_its_gra
     os.kill(chief.proc.pid, signal.SIGSTOP)
     stopped_at = time.monotonic()
     try:
-        gone = wait_until(lambda: worker not in job_processes(chief.job_id), timeout + MEMBER_GRACE + 20)
-        waited = time.monotonic() - stopped_at
+        gone = wait_until(lambda: worker not in job_processes(chief.job_id), timeout + MEMBER_GRACE + 60)
+        print("the other node gave up after {:.1f} s".format(time.monotonic() - stopped_at))
     finally:
         os.kill(chief.proc.pid, signal.SIGCONT)
-    print("the other node gave up after {:.1f} s".format(waited))
-    assert gone   # within the bound of the wait above
-    assert waited >= timeout + MEMBER_GRACE - 1.5   # not before: its step began up to ~1 s before the stop
+    assert gone   # within the bound of the wait above (a hang guard)
     code = chief.wait(60)
     assert code != 0
     assert "StallError: worker on 127.0.0.1 stalled: 127.0.0.2 has waited" in chief.output(), chief.output()[-3000:]
+    # not before the stall timeout and its grace, by the node's own clock: the call it gave up on had run that long
+    # (when that call began, relative to the stop, depends on the machine's load)
+    gave_up = int(re.search(r"127\.0\.0\.2 has waited (\d+) s", chief.output()).group(1))
+    assert gave_up >= timeout + MEMBER_GRACE, chief.output()[-3000:]
     assert "and the chief has not ended the job" in chief.output()
     assert wait_until(lambda: job_processes(chief.job_id) == [], 10), job_processes(chief.job_id)
     assert not os.path.exists(job_dir(chief.job_id))

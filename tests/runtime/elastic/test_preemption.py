@@ -42,7 +42,10 @@ def _member(tmp_path, grace):
 def _reports(proc, count):
     splitter, found = FrameSplitter(), []
     while len(found) < count:
-        found += splitter.split(os.read(proc.stdout.fileno(), 4096).decode())[1]
+        chunk = os.read(proc.stdout.fileno(), 4096)
+        # the member's own loop ends it within 30 s: its output's end is this wait's bound
+        assert chunk, "the member exited (code {}) before {} report(s), got {}".format(proc.wait(10), count, found)
+        found += splitter.split(chunk.decode())[1]
     return found
 
 
@@ -63,8 +66,8 @@ def test_a_notice_is_reported_and_the_jobs_stop_ends_the_process(tmp_path):
 def test_a_node_left_waiting_leaves_after_its_grace(tmp_path):
     proc, _ = _member(tmp_path, grace=1)
     try:
+        started = time.monotonic()   # before the signal: its grace cannot have begun earlier
         proc.send_signal(signal.SIGUSR1)
-        started = time.monotonic()
         assert proc.wait(20) == -signal.SIGUSR1
         assert time.monotonic() - started >= 1.0
     finally:

@@ -122,10 +122,11 @@ def test_the_coordinator_fails_a_job_whose_node_stops_reporting(tmp_path):
             workers[1].send_report({"steps": 2, "busy": 0.0, "step_s": 0.01})
             while not stop.wait(0.2):
                 workers[0].send_report({"steps": 2, "busy": 0.1, "step_s": 0.01})
+        # before anything the stall timeout counts from: the chief's call, 10.0.0.3's one report
+        start = time.monotonic()
         threading.Thread(target=report, daemon=True).start()
         monitor.steps = monitor.synced = 2
         monitor.started(sync=True)   # the chief waits in training step 3
-        start = time.monotonic()
         while coordinator.failure() is None and time.monotonic() - start < 10:
             time.sleep(0.05)
         stop.set()

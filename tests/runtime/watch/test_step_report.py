@@ -1,5 +1,6 @@
 """A node's step monitor and the reports it writes for the chief."""
 import os
+import select
 import time
 
 import pytest
@@ -50,11 +51,13 @@ def test_the_writer_sends_framed_snapshots_on_its_file_descriptor():
     monitor.finished()
     read_end, write_end = os.pipe()
     writer = ReportWriter(monitor, fd=write_end, interval=0.05).start()
-    time.sleep(0.3)
+    data, deadline = b"", time.monotonic() + 30
+    while len(FrameSplitter().split(data.decode())[1]) < 2 and time.monotonic() < deadline:   # 2 reports, bounded
+        if select.select([read_end], [], [], 0.1)[0]:
+            data += os.read(read_end, 4096)
     writer.stop()
     time.sleep(0.1)
     os.close(write_end)
-    data = b""
     while True:
         chunk = os.read(read_end, 4096)
         if not chunk:
@@ -63,7 +66,8 @@ def test_the_writer_sends_framed_snapshots_on_its_file_descriptor():
     os.close(read_end)
     text, reports = FrameSplitter().split(data.decode())
     assert text == ""
-    assert len(reports) >= 2 and all(r["steps"] == 1 for r in reports)
+    assert len(reports) >= 2, "2 reports within 30 s, got {}".format(reports)
+    assert all(r["steps"] == 1 for r in reports), reports
 
 
 @pytest.mark.parametrize("report, ended_ago, expected", [
