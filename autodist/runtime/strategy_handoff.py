@@ -17,6 +17,7 @@ import os
 import sys
 
 from autodist.errors import LaunchError, StrategyError
+from autodist.ir.utils import gc_frozen
 from autodist.plan.contract import op_name
 from autodist.plan.strategy import Strategy, assemble
 from autodist.runner.base import wait_until
@@ -32,8 +33,9 @@ FINGERPRINT_FILE = "fingerprint.json"
 def build_strategy(graph_item, resource_spec, builder):
     """The builder's strategy, compiled for the cluster."""
     from autodist.strategies import StrategyCompiler
-    strategy = builder.build(graph_item, resource_spec)
-    return StrategyCompiler(graph_item, resource_spec).compile(strategy)
+    with gc_frozen():   # the graph's objects outlive the plan: collections skip them
+        strategy = builder.build(graph_item, resource_spec)
+        return StrategyCompiler(graph_item, resource_spec).compile(strategy)
 
 
 def with_accumulation(strategy, graph_item, requested):
