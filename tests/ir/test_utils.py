@@ -2,7 +2,7 @@
 import pytest
 
 from autodist.ir import IRGraph, prune_graph, topologic_order_graph
-from autodist.ir.utils import consumer_map, gc_paused, predecessors
+from autodist.ir.utils import consumer_map, gc_frozen, gc_paused, predecessors
 
 
 def _assert_topological(ugraph):
@@ -110,6 +110,31 @@ def test_gc_paused_restores_the_collector_state():
     try:
         with gc_paused():
             pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_gc_frozen_keeps_the_collections_off_the_heap_before_it_and_gives_it_back():
+    import gc
+    assert gc.get_freeze_count() == 0
+    with pytest.raises(RuntimeError):
+        with gc_frozen():
+            assert gc.get_freeze_count() > 0 and gc.isenabled()   # the block's own garbage is still collected
+            raise RuntimeError
+    assert gc.get_freeze_count() == 0
+    gc.freeze()   # a heap the caller froze stays frozen
+    try:
+        frozen = gc.get_freeze_count()
+        with gc_frozen():
+            pass
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+    gc.disable()   # a collector that is off: nothing to do, left off
+    try:
+        with gc_frozen():
+            assert gc.get_freeze_count() == 0
         assert not gc.isenabled()
     finally:
         gc.enable()
