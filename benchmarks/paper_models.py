@@ -23,6 +23,13 @@ is what decides a synchronization plan, its variables:
                              norms, 2 feed-forward), pooler, head
     ncf           12         4 tables (138493 users, 26744 items:  huge sparse embeddings, a small MLP
                              MF and MLP), 3 + 1 dense layers
+    resnet50      161        53 convolutions without bias, 53      many small tensors, 94 MB in all
+                             batch norms, fc: at full width
+
+``resnet50`` is not one of the paper's table: it is the issue's ResNet50
+(``keras.applications.ResNet50`` on 32 x 32 images, 10 classes, 23.5M
+parameters against Keras' 23.6M with its convolutions' biases), at full
+width, for the bound of a step on two hosts of unshaped links.
 
 and what is scaled: images are 32 x 32 (10 classes), sequences 16 tokens,
 and widths shrink (channels / 4, VGG's / 8 with fully connected layers of
@@ -70,6 +77,7 @@ class Paper:
 #: forward and backward, given here as forward multiply-adds: params x 128 tokens).
 PAPER = {
     "resnet101": Paper("ResNet-101", 44.5e6, 44.5e6, 7.8e9, 64, 0),
+    "resnet50": Paper("ResNet-50", 25.6e6, 25.6e6, 4.1e9, 64, 0),
     "densenet121": Paper("DenseNet-121", 8.0e6, 8.0e6, 2.9e9, 64, 0),
     "inception3": Paper("InceptionV3", 23.8e6, 23.8e6, 5.7e9, 64, 0),
     "vgg16": Paper("VGG16", 138.4e6, 138.4e6, 15.5e9, 64, 0),
@@ -175,9 +183,18 @@ def _pool(tf, x, size, stride, kind="max", padding="SAME"):
 
 def resnet101(net, x, width=16, classes=10):
     """ResNet-101 v1.5: bottleneck blocks (3, 4, 23, 3), stride on the 3 x 3, a projection first in a stage."""
+    return _resnet(net, x, (3, 4, 23, 3), width, classes)
+
+
+def resnet50(net, x, width=64, classes=10):
+    """ResNet-50 v1.5 at full width, as ``keras.applications.ResNet50`` on 32 x 32 images: blocks (3, 4, 6, 3)."""
+    return _resnet(net, x, (3, 4, 6, 3), width, classes)
+
+
+def _resnet(net, x, stages, width, classes):
     tf = net.tf
     h = _pool(tf, net.conv_bn(x, width, 7, 2, name="conv1"), 3, 2)
-    for stage, (blocks, w) in enumerate(zip((3, 4, 23, 3), (width, 2 * width, 4 * width, 8 * width)), start=2):
+    for stage, (blocks, w) in enumerate(zip(stages, (width, 2 * width, 4 * width, 8 * width)), start=2):
         for block in range(blocks):
             stride = 2 if block == 0 and stage > 2 else 1
             with net.scope("stage{}/block{}".format(stage, block)):
@@ -300,6 +317,7 @@ def ncf(net, ids, users=138493, items=26744, factors=16, layers=(64, 64, 32, 16)
 #: The families as step-time models (``step_time_models.Model``; ``net`` builds them).
 FAMILIES = {m.name: m for m in (
     Model("resnet101", (32, 32, 3), 0, 10, (), 8, 10, net=resnet101),
+    Model("resnet50", (32, 32, 3), 0, 10, (), 16, 10, net=resnet50),
     Model("densenet121", (32, 32, 3), 0, 10, (), 8, 10, net=densenet121),
     Model("inception3", (32, 32, 3), 0, 10, (), 8, 10, net=inception3),
     Model("vgg16", (32, 32, 3), 0, 10, (), 16, 10, net=vgg16),

@@ -3,11 +3,17 @@
     sudo python benchmarks/paper_table.py                        # every family, 2 4 8 hosts, every plan, 2 rounds
     sudo python benchmarks/paper_table.py --smoke                # 2 hosts, ncf and vgg16, 3 configs: minutes
     sudo python benchmarks/paper_table.py --hosts 4 --families bert --rounds 1
+    sudo python benchmarks/paper_table.py --hosts 2 --families resnet50 --rate 10gbit --calibrate   # issue's ResNet50
 
 Root only. Families (``paper_models``): resnet101, densenet121, inception3,
 vgg16, bert (BERT-large's layers), ncf, scaled down with their variables'
-structure kept. For each number of hosts the benchmark makes one cluster
-(network namespaces, real SSH, node k pinned to core k mod the cores, one
+structure kept; ``resnet50`` (the issue's ResNet50 at full width, outside the
+paper's table) when named. ``--rate`` sets every link to one rate instead of
+the paper's ratio (below); with ``--calibrate`` the row's bound then takes
+the slowest link the probe measured where it is below that rate: on
+namespaced hosts of one machine, as on loopback nodes, memory copies and the
+cores carry the bytes, not the shaped link. For each number of hosts the
+benchmark makes one cluster (network namespaces, real SSH, node k pinned to core k mod the cores, one
 thread per process; ``--replicas 2``: two CPU replicas per host, and the
 anchors two worker processes per host), and for each family:
 
@@ -34,6 +40,7 @@ each) at 50 Gbit/s::
     vgg16                              992 ms,                          88.6 ms   ratio 11.2
     bert       6 x 335e6 x 128 x 8 / 6e12 = 343 ms, 4 x (304e6 + 1024 x 1024) x 8 / 50e9 = 195 ms   ratio 1.76
     ncf        6 x 0.2e6 x 8192 / 6e12 = 1.6 ms,  4 x (0.2e6 + 32768 x 96) x 8 / 50e9 = 2.1 ms   ratio 0.77
+    resnet50   6 x 4.1e9 x 64 / 6e12 = 262 ms,    4 x 25.6e6 x 8 / 50e9 = 16.4 ms   ratio 16.0
 
 On the emulated hosts a replica's step is the measured ``compute`` times the
 replicas that share its core (hosts x replicas / cores: the bound's compute),
@@ -72,6 +79,7 @@ from paper_models import FAMILIES, PAPER, family_counts  # noqa: E402
 from step_time_run import BUILDERS, RunFailed  # noqa: E402
 
 ANCHORS = ("hand_ps", "mwms_25mib")
+TABLE_FAMILIES = tuple(name for name in FAMILIES if name != "resnet50")   # the paper's table
 CONFIGS = ANCHORS + BUILDERS
 T4_FLOPS = 6e12          # a T4's sustained float32 training rate (8.1 TFLOP/s peak)
 PAPER_LINK = 50e9        # bit/s per node
@@ -133,7 +141,8 @@ def run_cell(cluster, cell, args, save):
     cell["shared_compute_ms"] = cell["compute_ms"] * sharing(cluster.nodes, cluster.replicas, args.cores)
     cell["paper_ratio"] = paper_ratio(PAPER[name])
     cell["wire_bytes"] = wire_bytes(model)
-    cell["rate"] = emulated_rate(name, model, cell["shared_compute_ms"] / 1e3)
+    cell["rate"] = args.rate or emulated_rate(name, model, cell["shared_compute_ms"] / 1e3)
+    cell["fixed_rate"] = bool(args.rate)
     cluster.reshape(cell["rate"])
     cluster.use_spec("{}-{}".format(name, cluster.nodes))
     cell["steps"] = timed_steps(args.steps, args.min_timed_s, cell["shared_compute_ms"] / 1e3)
@@ -142,6 +151,9 @@ def run_cell(cluster, cell, args, save):
         flush=True)
     if args.calibrate:
         cell["calibration"] = cluster.calibrate()
+        # the bound's link: the slowest the probe measured where the machine cannot fill the shaped rate
+        cell["link_rate"] = min([cell["rate"]] + list(cell["calibration"].values()))
+        print("probed links: slowest {:.0f} Mbit/s".format(cell["link_rate"] / 1e6), flush=True)
     args = _with_steps(args, cell["steps"])
     for round_index in range(1, args.rounds + 1):
         for config in args.configs:
@@ -160,10 +172,27 @@ def run_cell(cluster, cell, args, save):
             save()
 
 
+def _rate(text):
+    from autodist.errors import ArgumentError
+    from autodist.runner.cluster.network import parse_rate
+    try:
+        bits = parse_rate(text)
+    except ArgumentError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if bits > MAX_RATE:
+        raise argparse.ArgumentTypeError("rate {!r}: at most {}".format(text, format_rate(MAX_RATE)))
+    return bits
+
+
+def format_rate(bits):
+    return "{:g}gbit".format(bits / 1e9) if bits >= 1e9 else "{:g}mbit".format(bits / 1e6)
+
+
 def _parser():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, nargs="+", default=[2, 4, 8])
-    parser.add_argument("--families", nargs="+", default=list(FAMILIES), choices=list(FAMILIES))
+    parser.add_argument("--families", nargs="+", default=list(TABLE_FAMILIES), choices=list(FAMILIES),
+                        help="default: the paper's ({}); resnet50 only when named".format(" ".join(TABLE_FAMILIES)))
     parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
     parser.add_argument("--replicas", type=int, default=1, choices=(1, 2), help="CPU replicas per host")
     parser.add_argument("--rounds", type=int, default=2)
@@ -172,6 +201,10 @@ def _parser():
                         help="more timed steps where --steps would cover less than this much compute (s; at most "
                              "{})".format(MAX_STEPS))
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps before them")
+    parser.add_argument("--rate", type=_rate, default=None,
+                        help="every link at this rate (tc notation, at most {}) instead of the paper's ratio; with "
+                             "--calibrate the bound takes the probed link where it is slower".format(
+                                 format_rate(MAX_RATE)))
     parser.add_argument("--calibrate", action="store_true", help="probe every cell's cluster (autodist calibrate)")
     parser.add_argument("--smoke", action="store_true", help="a few minutes: " + ", ".join(
         "{} {}".format(k, v) for k, v in SMOKE.items()))

@@ -31,7 +31,7 @@ def _row(cell, config, runs):
     ms = [t for run in runs for t in run["ms"]]
     step = statistics.median(ms)
     busiest = _median([_busiest(run) for run in runs])
-    bound = cell["shared_compute_ms"] + 1e3 * busiest * 8 / cell["rate"]
+    bound = cell["shared_compute_ms"] + 1e3 * busiest * 8 / _link_rate(cell)
     ready = [run.get("ready", {}) for run in runs]
     plan = _median([r.get("plan_s", 0.0) + r.get("transform_s", 0.0) if "plan_s" in r else None for r in ready])
     chosen = sorted({r["chosen"] for r in ready if r.get("chosen")})
@@ -90,10 +90,22 @@ def _cells_text(row):
     return [("-" if row.get(key) is None else fmt.format(row[key])) for key, fmt, _ in _COLUMNS]
 
 
+def _link_rate(cell):
+    """The bound's link: the shaped rate, or the probe's slowest link where the machine could not fill it."""
+    return min(cell["rate"], cell.get("link_rate") or cell["rate"])
+
+
+def _links(cell):
+    """The links' rate as set, and as probed where the bound takes the probe's."""
+    probed = _link_rate(cell)
+    return "{:.0f} Mbit/s{}".format(cell["rate"] / 1e6, ", {:.0f} probed".format(probed / 1e6)
+                                    if probed < cell["rate"] else "")
+
+
 def table_text(cell):
-    lines = ["{} on {} hosts x {} replica(s): compute {:.1f} ms ({:.1f} shared), links {:.0f} Mbit/s, "
+    lines = ["{} on {} hosts x {} replica(s): compute {:.1f} ms ({:.1f} shared), links {}, "
              "paper ratio {:.2f}".format(cell["family"], cell["hosts"], cell["replicas"], cell["compute_ms"],
-                                         cell["shared_compute_ms"], cell["rate"] / 1e6, cell["paper_ratio"])]
+                                         cell["shared_compute_ms"], _links(cell), cell["paper_ratio"])]
     lines.append(" ".join("{:>{}}".format(h, w) if i else "{:<{}}".format(h, w)
                           for i, (h, (_, _, w)) in enumerate(zip(_HEADS, _COLUMNS))))
     for row in cell_rows(cell):
@@ -107,8 +119,8 @@ def table_text(cell):
 def markdown(cells, checked):
     out = []
     for cell in cells:
-        out.append("### {} on {} hosts ({} replica(s) each; links {:.0f} Mbit/s; compute {:.1f} ms, {:.1f} shared)"
-                   .format(cell["family"], cell["hosts"], cell["replicas"], cell["rate"] / 1e6, cell["compute_ms"],
+        out.append("### {} on {} hosts ({} replica(s) each; links {}; compute {:.1f} ms, {:.1f} shared)"
+                   .format(cell["family"], cell["hosts"], cell["replicas"], _links(cell), cell["compute_ms"],
                            cell["shared_compute_ms"]))
         out.append("")
         out.append("| " + " | ".join(_HEADS) + " |")
@@ -148,7 +160,9 @@ def plot(cells, family, path):
     right.set_ylim(0, 1.05)
     handles, labels = left.get_legend_handles_labels()   # below the axes: a legend inside hides the top points
     figure.legend(handles, labels, loc="lower center", ncol=min(6, max(1, len(labels))), fontsize=7)
-    figure.suptitle("{} (emulated at the paper's compute-to-wire ratio)".format(family))
+    fixed = sorted({c["rate"] for c in cells if c["family"] == family and c.get("fixed_rate")})
+    figure.suptitle("{} ({})".format(family, "links at {} Mbit/s, set by --rate".format(
+        "/".join("{:.0f}".format(r / 1e6) for r in fixed)) if fixed else "emulated at the paper's compute-to-wire ratio"))
     figure.tight_layout(rect=(0, 0.1 + 0.04 * (len(labels) > 6), 1, 1))
     figure.savefig(path, dpi=110)
     plt.close(figure)

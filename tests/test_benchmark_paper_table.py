@@ -22,7 +22,8 @@ def bench(monkeypatch):
 def test_the_paper_ratios_are_the_docstrings(bench):
     """The compute-to-wire ratios of the paper's cluster, as the docstring's arithmetic states them."""
     ratios = {name: bench.paper_ratio(paper) for name, paper in bench.PAPER.items()}
-    stated = {"resnet101": 17.5, "densenet121": 36, "inception3": 24, "vgg16": 11.2, "bert": 1.76, "ncf": 0.77}
+    stated = {"resnet101": 17.5, "densenet121": 36, "inception3": 24, "vgg16": 11.2, "bert": 1.76, "ncf": 0.77,
+              "resnet50": 16.0}
     assert ratios == pytest.approx(stated, rel=0.02)   # the docstring gives them to 2-3 significant digits
     for name, value in stated.items():
         assert "ratio {}".format(value) in bench.__doc__, name
@@ -73,6 +74,27 @@ def test_rows_carry_the_issues_columns(monkeypatch):
     assert rows["PS"]["median_ms"] is None and rows["PS"]["errors"] == ["round 1: no 'ready'"]
 
 
+def test_a_probed_link_slower_than_its_shaping_sets_the_bound(monkeypatch):
+    monkeypatch.syspath_prepend(BENCHMARKS)
+    from paper_table_report import cell_rows, table_text
+    cell = dict(_cell(), link_rate=4e8)   # shaped at 800 Mbit/s, the probe read 400
+    auto = {row["config"]: row for row in cell_rows(cell)}["AutoStrategy"]
+    assert auto["bound_ms"] == pytest.approx(100 + 1e3 * 4e6 * 8 / 4e8)
+    assert "links 800 Mbit/s, 400 probed" in table_text(cell)
+    faster = {row["config"]: row for row in cell_rows(dict(_cell(), link_rate=8e9))}["AutoStrategy"]
+    assert faster["bound_ms"] == pytest.approx(100 + 1e3 * 4e6 * 8 / 8e8)   # never above the shaping
+    assert "probed" not in table_text(dict(_cell(), link_rate=8e8))
+
+
+def test_one_rate_for_every_cell_and_the_paper_families_by_default(bench):
+    args = bench.options(["--rate", "10gbit", "--families", "resnet50"])
+    assert args.rate == 10e9 and args.families == ["resnet50"]
+    assert bench.options([]).rate is None and "resnet50" not in bench.options([]).families
+    for bad in ("20gbit", "fast", "100MBps"):
+        with pytest.raises(SystemExit):
+            bench.options(["--rate", bad])
+
+
 def test_goals_follow_the_issue(monkeypatch):
     monkeypatch.syspath_prepend(BENCHMARKS)
     from paper_table_report import goals
@@ -99,7 +121,8 @@ def test_every_family_has_the_variables_its_docstring_counts(bench):
     """Each family built in a graph, as autodist and the hand-written parameter server build it (the cluster
     run below trains one of them)."""
     from paper_models import FAMILIES, family_counts
-    stated = {"resnet101": 314, "densenet121": 364, "inception3": 190, "vgg16": 32, "bert": 393, "ncf": 12}
+    stated = {"resnet101": 314, "densenet121": 364, "inception3": 190, "vgg16": 32, "bert": 393, "ncf": 12,
+              "resnet50": 161}
     counts = {name: family_counts(model) for name, model in FAMILIES.items()}
     assert {name: found[0] for name, found in counts.items()} == stated
     for name in stated:
