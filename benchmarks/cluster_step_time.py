@@ -96,13 +96,16 @@ class BenchCluster:
 
     def calibrate(self):
         """``{address: link rate in bit/s}`` read by ``autodist calibrate`` (its cache serves AutoStrategy)."""
+        return {node: rate * 8 for node, rate in self.calibration()["link_bandwidth"].items()}
+
+    def calibration(self):
+        """The calibration ``autodist calibrate`` reads on the cluster (``Calibration``'s fields, as JSON)."""
         done = subprocess.run(["ip", "netns", "exec", self.names.namespace(0), sys.executable, "-m", "autodist",
                                "calibrate", "-r", self.spec, "--repeats", "3", "--format", "json"], cwd=REPO,
                               env=child_env(self._args, "calibrate"), capture_output=True, text=True, timeout=900)
         if done.returncode != 0:
             raise RunFailed("autodist calibrate failed: {}".format(done.stderr.strip()[-500:]))
-        found = json.loads(done.stdout)["calibration"]
-        return {node: rate * 8 for node, rate in found["link_bandwidth"].items()}
+        return json.loads(done.stdout)["calibration"]
 
 
 def summarize(config, runs, rate):

@@ -9,12 +9,13 @@ Root only. Families (``paper_models``): resnet101, densenet121, inception3,
 vgg16, bert (BERT-large's layers), ncf, scaled down with their variables'
 structure kept; ``resnet50`` (the issue's ResNet50 at full width, outside the
 paper's table) when named. ``--rate`` sets every link to one rate instead of
-the paper's ratio (below); with ``--calibrate`` the row's bound then takes
-the slowest link the probe measured where it is below that rate: on
-namespaced hosts of one machine, as on loopback nodes, memory copies and the
-cores carry the bytes, not the shaped link. For each number of hosts the
-benchmark makes one cluster (network namespaces, real SSH, node k pinned to core k mod the cores, one
-thread per process; ``--replicas 2``: two CPU replicas per host, and the
+the paper's ratio (below). With ``--calibrate`` the row's bound takes the
+slowest link the probe measured where it is below the shaped rate, and the
+probe's duplex (``rpc_duplex``): on namespaced hosts of one machine, as on
+loopback nodes, the cores carry the bytes, not the shaped link, and a core
+that sends does not receive at the same time. For each number of hosts the
+benchmark makes one cluster (network namespaces, real SSH, node k pinned to
+core k mod the cores, one thread per process; ``--replicas 2``: two CPU replicas per host, and the
 anchors two worker processes per host), and for each family:
 
 1. ``compute``: one replica's step alone on one core (``cluster_step_time_run``);
@@ -52,7 +53,8 @@ Columns per cell (a family at a number of hosts, a configuration): median
 step, examples/s per host, efficiency (the bound's compute over the step: 1.0
 is a step that is all compute), bytes on the busiest link per step (the larger
 of a node's bytes in and out), the row's lower bound (compute + those bytes at
-the link's rate) and the step over it, plan + transform seconds and the
+the link's rate; with a probed duplex d below 1, a node's larger direction
+plus (1 - d) x its smaller) and the step over it, plan + transform seconds and the
 seconds to the first step (autodist), the peak memory of the fullest host,
 the ratio to the best anchor, and AutoStrategy's pick. The JSON goes to
 ``benchmarks/results/<label>.json`` after every cell (a stopped run keeps what
@@ -150,10 +152,14 @@ def run_cell(cluster, cell, args, save):
         name, cluster.nodes, cell["compute_ms"], cell["shared_compute_ms"], cell["rate"] / 1e6, cell["steps"]),
         flush=True)
     if args.calibrate:
-        cell["calibration"] = cluster.calibrate()
-        # the bound's link: the slowest the probe measured where the machine cannot fill the shaped rate
+        found = cluster.calibration()
+        cell["calibration"] = {node: rate * 8 for node, rate in found["link_bandwidth"].items()}
+        # the bound's link: the slowest the probe measured where the machine cannot fill the shaped rate, and
+        # whether a node moves bytes both ways at once (the cores that carry them also compute)
         cell["link_rate"] = min([cell["rate"]] + list(cell["calibration"].values()))
-        print("probed links: slowest {:.0f} Mbit/s".format(cell["link_rate"] / 1e6), flush=True)
+        cell["duplex"] = found["rpc_duplex"]
+        print("probed links: slowest {:.0f} Mbit/s, duplex {:.2f}".format(cell["link_rate"] / 1e6, cell["duplex"]),
+              flush=True)
     args = _with_steps(args, cell["steps"])
     for round_index in range(1, args.rounds + 1):
         for config in args.configs:

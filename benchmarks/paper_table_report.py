@@ -22,16 +22,19 @@ def _median(values):
     return statistics.median(values) if values else None
 
 
-def _busiest(run):
+def _busiest(run, duplex=1.0):
+    """A step's bytes on the busiest link: a node's larger direction, and of the other what a link that is not
+    full duplex (``duplex`` < 1, the probe's ``rpc_duplex``) cannot move at the same time."""
     steps = max(1, len(run["ms"]))
-    return max(max(moved) for moved in run["node_bytes"].values()) / steps
+    return max(max(moved) + (1.0 - duplex) * min(moved) for moved in run["node_bytes"].values()) / steps
 
 
 def _row(cell, config, runs):
     ms = [t for run in runs for t in run["ms"]]
     step = statistics.median(ms)
     busiest = _median([_busiest(run) for run in runs])
-    bound = cell["shared_compute_ms"] + 1e3 * busiest * 8 / _link_rate(cell)
+    on_wire = _median([_busiest(run, cell.get("duplex", 1.0)) for run in runs])
+    bound = cell["shared_compute_ms"] + 1e3 * on_wire * 8 / _link_rate(cell)
     ready = [run.get("ready", {}) for run in runs]
     plan = _median([r.get("plan_s", 0.0) + r.get("transform_s", 0.0) if "plan_s" in r else None for r in ready])
     chosen = sorted({r["chosen"] for r in ready if r.get("chosen")})
@@ -96,10 +99,11 @@ def _link_rate(cell):
 
 
 def _links(cell):
-    """The links' rate as set, and as probed where the bound takes the probe's."""
-    probed = _link_rate(cell)
-    return "{:.0f} Mbit/s{}".format(cell["rate"] / 1e6, ", {:.0f} probed".format(probed / 1e6)
-                                    if probed < cell["rate"] else "")
+    """The links' rate as set, and as probed where the bound takes the probe's (and its duplex below 1)."""
+    probed, duplex = _link_rate(cell), cell.get("duplex", 1.0)
+    return "{:.0f} Mbit/s{}{}".format(cell["rate"] / 1e6, ", {:.0f} probed".format(probed / 1e6)
+                                      if probed < cell["rate"] else "",
+                                      ", duplex {:.2f}".format(duplex) if duplex < 1.0 else "")
 
 
 def table_text(cell):

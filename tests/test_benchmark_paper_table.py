@@ -86,6 +86,20 @@ def test_a_probed_link_slower_than_its_shaping_sets_the_bound(monkeypatch):
     assert "probed" not in table_text(dict(_cell(), link_rate=8e8))
 
 
+def test_a_link_that_is_not_full_duplex_carries_both_directions_in_the_bound(monkeypatch):
+    monkeypatch.syspath_prepend(BENCHMARKS)
+    from paper_table_report import cell_rows, table_text
+    cell = _cell()
+    cell["runs"]["PS"] = [{"ms": [200.0, 200.0], "node_bytes": {"10.0.0.1": [6e6, 2e6], "10.0.0.2": [1e6, 3e6]},
+                           "ready": {}}]
+    half = dict(cell, duplex=0.5)
+    for duplex, wire in ((None, 3e6), (0.5, 3e6 + 0.5 * 1e6), (0.0, 4e6)):   # node 1: 3 MB one way, 1 the other
+        row = {r["config"]: r for r in cell_rows(dict(cell, duplex=duplex) if duplex is not None else cell)}["PS"]
+        assert row["busiest_bytes"] == 3e6   # the column: the larger direction, whatever the duplex
+        assert row["bound_ms"] == pytest.approx(100 + 1e3 * wire * 8 / 8e8), duplex
+    assert "duplex 0.50" in table_text(half) and "duplex" not in table_text(dict(cell, duplex=1.0))
+
+
 def test_one_rate_for_every_cell_and_the_paper_families_by_default(bench):
     args = bench.options(["--rate", "10gbit", "--families", "resnet50"])
     assert args.rate == 10e9 and args.families == ["resnet50"]
