@@ -4,17 +4,24 @@
                                       <label>-<family>.png per family (examples/s per host and efficiency
                                       against hosts, one line per plan, the anchors dashed)
 
+    python benchmarks/paper_table_report.py --label paper_table_all results/a.json results/b.json
+                                      one report of several runs' cells; a cell (family, hosts,
+                                      replicas) in more than one file is taken from the last
+
 A row is one configuration of one cell (a family at a number of hosts), over
 every round's timed steps; see ``paper_table``'s docstring for the columns.
 """
+import argparse
+import json
 import os
 import statistics
+import sys
 
 ANCHORS = ("hand_ps", "mwms_25mib")
 SPARSE = ("bert", "ncf")
 GOALS = {"auto": 1.05, "sparse": 1.0 / 1.3, "dense": 1.0, "bound": 1.2}
 
-__all__ = ["cell_rows", "goals", "report"]
+__all__ = ["cell_rows", "goals", "report", "merged"]
 
 
 def _median(values):
@@ -190,3 +197,38 @@ def report(record, out_dir, label):
         paths.append(plot(cells, family, os.path.join(out_dir, "{}-{}.png".format(label, family))))
     print("\n" + "\n".join("wrote " + p for p in paths))
     return paths
+
+
+def merged(records):
+    """The cells of several records, in order; a cell (family, hosts, replicas) seen again replaces the earlier.
+    A cell of a stopped run that measured no configuration is left out."""
+    cells = {}
+    for record in records:
+        for cell in record["cells"]:
+            if any(cell.get("runs", {}).values()):
+                cells[(cell["family"], cell["hosts"], cell.get("replicas", 1))] = cell
+    return {"cells": sorted(cells.values(), key=lambda c: (c["family"], c["hosts"], c.get("replicas", 1))),
+            "merged": True}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="One report of several paper_table.py runs' results.")
+    parser.add_argument("results", nargs="+", help="paper_table.py JSON files, oldest first")
+    parser.add_argument("--label", required=True, help="name of the report's files")
+    parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
+    args = parser.parse_args(argv)
+    records = []
+    for path in args.results:
+        with open(path) as handle:
+            found = json.load(handle)
+        records.append(found.get("results", found))   # _results.save wraps the record
+    record = merged(records)
+    record["sources"] = [os.path.basename(p) for p in args.results]
+    with open(os.path.join(args.out, args.label + ".json"), "w") as handle:
+        json.dump(record, handle, indent=2)
+    report(record, args.out, args.label)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -131,6 +131,22 @@ def test_the_report_writes_a_table_and_a_plot_per_family(monkeypatch, tmp_path):
     assert (tmp_path / "t-bert.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_several_runs_make_one_report_the_later_cell_replacing_the_earlier(monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(BENCHMARKS)
+    from paper_table_report import main
+    older, newer = _cell("bert", 4), _cell("bert", 4)
+    newer["runs"]["mwms_25mib"][0]["ms"] = [180.0]
+    stopped = dict(_cell("ncf", 8), runs={})   # a run stopped before its first configuration
+    for name, cells in (("a", [older, _cell("vgg16", 8)]), ("b", [newer, stopped])):
+        (tmp_path / (name + ".json")).write_text(json.dumps({"benchmark": name, "results": {"cells": cells}}))
+    assert main([str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--label", "all", "--out", str(tmp_path)]) == 0
+    record = json.loads((tmp_path / "all.json").read_text())
+    assert [(c["family"], c["hosts"]) for c in record["cells"]] == [("bert", 4), ("vgg16", 8)]
+    assert record["cells"][0]["runs"]["mwms_25mib"][0]["ms"] == [180.0] and record["sources"] == ["a.json", "b.json"]
+    assert "| mwms_25mib | 180.0 |" in (tmp_path / ("all" + TABLE)).read_text()
+    assert (tmp_path / "all-vgg16.png").exists() and (tmp_path / "all-bert.png").exists()
+
+
 def test_every_family_has_the_variables_its_docstring_counts(bench):
     """Each family built in a graph, as autodist and the hand-written parameter server build it (the cluster
     run below trains one of them)."""
