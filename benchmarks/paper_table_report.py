@@ -219,9 +219,15 @@ def main(argv=None):
     args = parser.parse_args(argv)
     records = []
     for path in args.results:
-        with open(path) as handle:
-            found = json.load(handle)
-        records.append(found.get("results", found))   # _results.save wraps the record
+        try:
+            with open(path) as handle:
+                found = json.load(handle)
+            record = found.get("results", found)   # _results.save wraps the record
+            if not isinstance(record.get("cells"), list):
+                raise ValueError("no list of cells")
+            records.append(record)
+        except (OSError, ValueError, AttributeError) as e:
+            parser.error("{}: not a paper_table.py results file ({}: {})".format(path, type(e).__name__, e))
     record = merged(records)
     record["sources"] = [os.path.basename(p) for p in args.results]
     with open(os.path.join(args.out, args.label + ".json"), "w") as handle:

@@ -145,6 +145,11 @@ def test_several_runs_make_one_report_the_later_cell_replacing_the_earlier(monke
     assert record["cells"][0]["runs"]["mwms_25mib"][0]["ms"] == [180.0] and record["sources"] == ["a.json", "b.json"]
     assert "| mwms_25mib | 180.0 |" in (tmp_path / ("all" + TABLE)).read_text()
     assert (tmp_path / "all-vgg16.png").exists() and (tmp_path / "all-bert.png").exists()
+    (tmp_path / "c.json").write_text("[]")
+    for bad in ("missing.json", "c.json"):
+        with pytest.raises(SystemExit):
+            main([str(tmp_path / bad), "--label", "bad", "--out", str(tmp_path)])
+        assert not (tmp_path / "bad.json").exists()
 
 
 def test_every_family_has_the_variables_its_docstring_counts(bench):
