@@ -180,7 +180,7 @@ def run_cell(cluster, cell, args, save):
 
 def _rate(text):
     from autodist.errors import ArgumentError
-    from autodist.runner.cluster.network import parse_rate
+    from autodist.runner.cluster.network import format_rate, parse_rate
     try:
         bits = parse_rate(text)
     except ArgumentError as e:
@@ -188,10 +188,6 @@ def _rate(text):
     if bits > MAX_RATE:
         raise argparse.ArgumentTypeError("rate {!r}: at most {}".format(text, format_rate(MAX_RATE)))
     return bits
-
-
-def format_rate(bits):
-    return "{:g}gbit".format(bits / 1e9) if bits >= 1e9 else "{:g}mbit".format(bits / 1e6)
 
 
 def _parser():
@@ -208,9 +204,9 @@ def _parser():
                              "{})".format(MAX_STEPS))
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps before them")
     parser.add_argument("--rate", type=_rate, default=None,
-                        help="every link at this rate (tc notation, at most {}) instead of the paper's ratio; with "
-                             "--calibrate the bound takes the probed link where it is slower".format(
-                                 format_rate(MAX_RATE)))
+                        help="every link at this rate (tc notation, at most {:g}gbit) instead of the paper's ratio; "
+                             "with --calibrate the bound takes the probed link where it is slower".format(
+                                 MAX_RATE / 1e9))
     parser.add_argument("--calibrate", action="store_true", help="probe every cell's cluster (autodist calibrate)")
     parser.add_argument("--smoke", action="store_true", help="a few minutes: " + ", ".join(
         "{} {}".format(k, v) for k, v in SMOKE.items()))

@@ -192,11 +192,13 @@ def _from_script(script, script_args, spec, builder):
 
 def _plan_report(graph_item, spec, builder):
     """The builder's strategy, its PlanReport and, for AutoStrategy, its search (else None)."""
+    from autodist.ir.utils import gc_frozen
     from autodist.strategies import AutoStrategy
     from autodist.strategies.inputs import batch_statistics, builder_variables
     from autodist.strategies.report import plan_report
-    auto = builder.search(graph_item, spec) if isinstance(builder, AutoStrategy) else None
-    strategy = auto.strategy if auto is not None else builder.build(graph_item, spec)
+    with gc_frozen():   # as a job's plan (strategy_handoff.build_strategy): the captured graph outlives it
+        auto = builder.search(graph_item, spec) if isinstance(builder, AutoStrategy) else None
+        strategy = auto.strategy if auto is not None else builder.build(graph_item, spec)
     return strategy, plan_report(strategy, builder_variables(graph_item), spec, repr(builder),
                                  batch_statistics(graph_item)), auto
 
