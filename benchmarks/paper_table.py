@@ -78,7 +78,7 @@ import _results  # noqa: E402
 from cluster_step_time import BenchCluster  # noqa: E402
 from cluster_step_time_run import COMPUTE, run_on_cluster  # noqa: E402
 from paper_models import FAMILIES, PAPER, family_counts  # noqa: E402
-from step_time_run import BUILDERS, RunFailed  # noqa: E402
+from step_time_run import BUCKETS, BUILDERS, RunFailed  # noqa: E402
 
 ANCHORS = ("hand_ps", "mwms_25mib")
 TABLE_FAMILIES = tuple(name for name in FAMILIES if name != "resnet50")   # the paper's table
@@ -195,7 +195,9 @@ def _parser():
     parser.add_argument("--hosts", type=int, nargs="+", default=[2, 4, 8])
     parser.add_argument("--families", nargs="+", default=list(TABLE_FAMILIES), choices=list(FAMILIES),
                         help="default: the paper's ({}); resnet50 only when named".format(" ".join(TABLE_FAMILIES)))
-    parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
+    parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS) + list(BUCKETS),
+                        help="default: the anchors and every builder; AllReduce_<n>mib (AllReduce's buckets of "
+                             "n MiB, closed by bytes alone) only when named")
     parser.add_argument("--replicas", type=int, default=1, choices=(1, 2), help="CPU replicas per host")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--steps", type=int, default=6, help="timed steps per run, at least")

@@ -31,7 +31,7 @@ from step_time_models import MODELS
 from step_time_procs import ProcessTable, socket_snapshot, traffic
 from step_time_roles import MARKER
 
-__all__ = ["BUILDERS", "COMPRESSED", "VARIANTS", "KERAS_ADAM",
+__all__ = ["BUILDERS", "COMPRESSED", "BUCKETS", "VARIANTS", "KERAS_ADAM",
            "BASELINES", "CONFIGS", "SPEC", "WORKERS", "RunFailed", "Launch", "launches", "child_env",
            "run_config"]
 
@@ -45,8 +45,12 @@ COMPRESSED = {"AllReduce_fp16": ("AllReduce", {"compressor": "HorovodCompressor"
               "AllReduce_powersgd": ("AllReduce", {"compressor": "PowerSGDCompressor"})}
 BASELINES = ("hand_ps", "mwms", "mwms_25mib")
 #: Builders with other arguments than their defaults: config -> (builder, its arguments).
+#: AllReduce's fusion, swept: buckets closed by bytes alone (no ``chunk_size`` member limit), as
+#: MultiWorkerMirroredStrategy's ``bytes_per_pack`` packs are; ``AllReduce_25mib`` packs as ``mwms_25mib`` does.
+BUCKETS = {"AllReduce_{}mib".format(mib): ("AllReduce", {"chunk_size": 2 ** 31, "bucket_bytes": mib << 20})
+           for mib in (1, 4, 25)}
 VARIANTS = dict(COMPRESSED, PS_proxy=("PS", {"local_proxy_variable": True}),
-                PSLoadBalancing_proxy=("PSLoadBalancing", {"local_proxy_variable": True}))
+                PSLoadBalancing_proxy=("PSLoadBalancing", {"local_proxy_variable": True}), **BUCKETS)
 #: Builders trained with Keras 3 Adam instead of plain SGD (an optimizer whose update is many ops, as
 #: users' are): config -> builder.
 KERAS_ADAM = {"PS_adam": "PS", "PSLoadBalancing_adam": "PSLoadBalancing", "AllReduce_adam": "AllReduce"}

@@ -109,6 +109,17 @@ def test_one_rate_for_every_cell_and_the_paper_families_by_default(bench):
             bench.options(["--rate", bad])
 
 
+def test_allreduce_buckets_run_only_when_named_and_close_by_bytes_alone(bench):
+    """``AllReduce_<n>mib``: AllReduce's buckets of n MiB with no member bound, the sweep of phase 6."""
+    import step_time_run
+    assert not any(config.startswith("AllReduce_") for config in bench.options([]).configs)
+    args = bench.options(["--configs", "mwms_25mib", "AllReduce_25mib"])
+    assert args.configs == ["mwms_25mib", "AllReduce_25mib"]
+    assert step_time_run.VARIANTS["AllReduce_1mib"] == ("AllReduce", {"chunk_size": 2 ** 31, "bucket_bytes": 1 << 20})
+    with pytest.raises(SystemExit):
+        bench.options(["--configs", "AllReduce_3mib"])
+
+
 def test_goals_follow_the_issue(monkeypatch):
     monkeypatch.syspath_prepend(BENCHMARKS)
     from paper_table_report import goals

@@ -8,7 +8,8 @@
 
 Candidates: the presets ``PS``, ``PSLoadBalancing``, ``PartitionedPS``,
 ``AllReduce`` and ``Parallax`` with their default arguments (AllReduce priced
-at each bucket size of ``BUCKET_CHOICES``, the cheapest kept), and "searched"
+at each bucket size of ``BUCKET_CHOICES``, its buckets closed by bytes alone,
+``FUSE_ALL``; the cheapest kept), and "searched"
 (:mod:`.search`): each variable in turn, largest first, takes the cheapest of all-reduce (one
 fused group), a parameter server on any CPU device with or without a local
 proxy (on CPU replicas only: the model prices a proxy by the wait it spares),
@@ -72,7 +73,7 @@ from autodist.strategies.partitioned_ps import PartitionedPS
 from autodist.strategies.ps import PS
 from autodist.strategies.ps_load_balancing import PSLoadBalancing
 
-__all__ = ["AutoStrategy", "AutoResult", "CANDIDATES", "SEARCHED", "SEARCH_MARGIN", "STARTS", "TIE_ORDER"]
+__all__ = ["AutoStrategy", "AutoResult", "CANDIDATES", "FUSE_ALL", "SEARCHED", "SEARCH_MARGIN", "STARTS", "TIE_ORDER"]
 
 #: The presets AutoStrategy prices, by name.
 CANDIDATES = (("PS", PS), ("PSLoadBalancing", PSLoadBalancing), ("PartitionedPS", PartitionedPS),
@@ -82,6 +83,12 @@ CANDIDATES = (("PS", PS), ("PSLoadBalancing", PSLoadBalancing), ("PartitionedPS"
 #: CPUs TensorFlow's ring moved one 100 MB tensor at twice the CPU of 16 MiB pieces (docs/performance.md),
 #: a cost the model does not price.
 BUCKET_CHOICES = (DEFAULT_BUCKET_BYTES, 4 << 20, 1 << 20)
+#: AllReduce's ``chunk_size`` in the plans AutoStrategy prices and searches from: no bound on a bucket's
+#: members, which close by bytes alone, as MultiWorkerMirroredStrategy's packs do. AutoDist's default of 128
+#: variables splits a model of hundreds of small tensors into a ring each: on 8 emulated hosts densenet121
+#: (3 rings) stepped 300.7 ms against one ring's 239.5, inception3 (2) 337.1 against 315.7 (two rounds,
+#: ``paper_table_buckets_8h``, docs/performance.md phase 6).
+FUSE_ALL = 2 ** 31
 #: Which preset wins a tie of predictions: the load-balanced servers first.
 TIE_ORDER = ("PSLoadBalancing", "PS", "PartitionedPS", "AllReduce", "Parallax")
 #: The name of the per-variable search's plan.
@@ -91,7 +98,7 @@ SEARCH_MARGIN = 0.05
 #: Where the search starts: PSLoadBalancing's placement, the same with local proxies, everything in the
 #: search's one all-reduce group.
 STARTS = (PSLoadBalancing(), PSLoadBalancing(local_proxy_variable=True),
-          AllReduce(chunk_size=2 ** 31, bucket_bytes=None))
+          AllReduce(chunk_size=FUSE_ALL, bucket_bytes=None))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -208,7 +215,8 @@ def _tie_rank(name, index):
 
 
 def _preset_builders(name, cls):
-    """The builders a preset is priced as: AllReduce at each of ``BUCKET_CHOICES``, the others as they are."""
+    """The builders a preset is priced as: AllReduce at each of ``BUCKET_CHOICES`` (members unbounded,
+    ``FUSE_ALL``), the others as they are."""
     if cls is AllReduce:
-        return [AllReduce(bucket_bytes=size) for size in BUCKET_CHOICES]
+        return [AllReduce(chunk_size=FUSE_ALL, bucket_bytes=size) for size in BUCKET_CHOICES]
     return [cls()]

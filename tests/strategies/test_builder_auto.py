@@ -145,8 +145,26 @@ def test_the_search_grows_linearly_in_the_variables(nodes):
 
 def _all_reduce_at(sizes, variables, spec, compute, calibration):
     from autodist.strategies import AllReduce
-    return {size: predict(AllReduce(bucket_bytes=size).build_from_variables(variables, spec), variables, compute,
-                          calibration.rounded()).step_s for size in sizes}
+    from autodist.strategies.auto import FUSE_ALL
+    return {size: predict(AllReduce(chunk_size=FUSE_ALL, bucket_bytes=size).build_from_variables(variables, spec),
+                          variables, compute, calibration.rounded()).step_s for size in sizes}
+
+
+def test_hundreds_of_small_variables_are_priced_in_one_ring(nodes):
+    """densenet121's 364 small tensors: AllReduce's default (128 members a group) makes 3 rings; the candidate
+    AutoStrategy prices closes its buckets by bytes alone (as MWMS's packs), one ring, 2 (N - 1) messages fewer
+    per extra ring, and its plan is that one group."""
+    from autodist.strategies import AllReduce
+    variables = [_var("conv{}/kernel".format(i), [256]) for i in range(364)]   # 1 KiB each
+    calibration = _calibration(collective_latency_s=1e-3)   # every ring's messages visible at the step
+    default = AllReduce().build_from_variables(variables, nodes)
+    assert len({n.AllReduceSynchronizer.group for n in default.node_config}) == 3
+    result = AutoStrategy(calibration=calibration).search_variables(variables, nodes, Compute(0.01))
+    fused = dict(result.candidates)["AllReduce"].step_s
+    assert fused < predict(default, variables, Compute(0.01), calibration.rounded()).step_s
+    assert dict(result.candidates)["Parallax"].step_s > fused, "Parallax keeps AutoDist's 128 a group"
+    assert result.chosen == "AllReduce"
+    assert {n.AllReduceSynchronizer.group for n in result.strategy.node_config} == {0}
 
 
 def test_all_reduce_is_priced_at_each_bucket_size(nodes):
