@@ -123,9 +123,12 @@ def price_cell(cell, calibration_dict, directory):
             builders[builder] = [ms.get(builder), step * 1e3]
         pick = strategies.AutoStrategy(calibration=calibration, compute=compute,
                                        batch=model.batch).search(item, spec).chosen
-        # a searched plan was measured only as the cell's own AutoStrategy run, which priced with the estimate
+        # a searched plan, and AutoStrategy's AllReduce (buckets closed by bytes alone, ``auto.FUSE_ALL``, where
+        # the AllReduce builder keeps 128 members a group), were measured only as the cell's own AutoStrategy
+        # run, which priced with the estimate
         ran = name == "estimated" and chosen == {pick}
-        picked = ms.get(pick) if pick in BUILDERS else (ms.get("AutoStrategy") if ran else None)
+        own = pick not in BUILDERS or pick == "AllReduce"
+        picked = (ms.get("AutoStrategy") if ran else None) if own else ms.get(pick)
         found[name] = {"compute_ms": compute.step_s * 1e3, "builders": builders, "pick": pick,
                        "regret": picked / best if picked and best else None}
     return found

@@ -86,8 +86,9 @@ BUCKET_CHOICES = (DEFAULT_BUCKET_BYTES, 4 << 20, 1 << 20)
 #: AllReduce's ``chunk_size`` in the plans AutoStrategy prices and searches from: no bound on a bucket's
 #: members, which close by bytes alone, as MultiWorkerMirroredStrategy's packs do. AutoDist's default of 128
 #: variables splits a model of hundreds of small tensors into a ring each: on 8 emulated hosts densenet121
-#: (3 rings) stepped 300.7 ms against one ring's 239.5, inception3 (2) 337.1 against 315.7 (two rounds,
-#: ``paper_table_buckets_8h``, docs/performance.md phase 6).
+#: (3 rings) stepped 300.7 ms against one ring's 239.5, inception3 (2) 337.1 against 315.7 (medians of two
+#: rounds that overlap, ``paper_table_buckets_8h``, docs/performance.md phase 6); one ring spares 2 (N - 1)
+#: sequential messages per ring for the same bytes.
 FUSE_ALL = 2 ** 31
 #: Which preset wins a tie of predictions: the load-balanced servers first.
 TIE_ORDER = ("PSLoadBalancing", "PS", "PartitionedPS", "AllReduce", "Parallax")
