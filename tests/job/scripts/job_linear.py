@@ -5,7 +5,7 @@
                               [--chief-exit-at K --exit-code C [--loop-outside-scope]]
                               [--worker-fail-at-end [--fail-delay S]] [--worker-ignores-sigterm]
                               [--stall-timeout S] [--chief-reads N] [--ballast FLOATS] [--worker-lr LR]
-                              [--late-node ADDRESS --late S]
+                              [--late-node ADDRESS --late S [--late-until PATH]]
 
 Every node takes its share of the global batch by ``ad.worker_index``, prints
 ``STEP <i>`` after each step and, at the end, ``RESULT <json>`` with its
@@ -27,7 +27,9 @@ not make (a stall report must still see them at the same step). ``--ballast N``
 adds a variable of N floats whose gradient is zero: N * 4 bytes more per
 step on the wire, the weights unchanged (the straggler tests). ``--worker-lr``:
 the other nodes build their optimizer with another learning rate than the
-chief's (a job whose processes captured different graphs).
+chief's (a job whose processes captured different graphs). ``--late-node``
+starts that node ``--late`` s after the others, or (``--late-until``) once PATH
+exists, at most ``--late`` s.
 """
 import argparse
 import json
@@ -79,9 +81,12 @@ def main():
     parser.add_argument("--worker-lr", type=float, default=LR)
     parser.add_argument("--late-node", default=None)
     parser.add_argument("--late", type=float, default=0.0)
+    parser.add_argument("--late-until", default=None)
     args = parser.parse_args()
     if args.late_node and json.loads(os.environ.get("AUTODIST_JOB", "{}")).get("address") == args.late_node:
-        time.sleep(args.late)
+        deadline = time.monotonic() + args.late
+        while time.monotonic() < deadline and not (args.late_until and os.path.exists(args.late_until)):
+            time.sleep(0.1 if args.late_until else max(0.0, deadline - time.monotonic()))
     tf1 = tf.compat.v1
     ad = autodist.AutoDist(args.spec, getattr(strategies, args.strategy)(), stall_timeout=args.stall_timeout)
     if args.worker_ignores_sigterm and not ad.is_chief:
