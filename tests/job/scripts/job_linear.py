@@ -86,7 +86,7 @@ def main():
     if args.late_node and json.loads(os.environ.get("AUTODIST_JOB", "{}")).get("address") == args.late_node:
         deadline = time.monotonic() + args.late
         while time.monotonic() < deadline and not (args.late_until and os.path.exists(args.late_until)):
-            time.sleep(0.1 if args.late_until else max(0.0, deadline - time.monotonic()))
+            time.sleep(0.1)
     tf1 = tf.compat.v1
     ad = autodist.AutoDist(args.spec, getattr(strategies, args.strategy)(), stall_timeout=args.stall_timeout)
     if args.worker_ignores_sigterm and not ad.is_chief:
