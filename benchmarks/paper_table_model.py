@@ -9,7 +9,9 @@ cell's hosts and prices every builder as AutoStrategy does
 (``strategies.cost.predict`` on the builder's plan), with the calibration
 AutoStrategy priced with in that cell: the one its run recorded (results
 since the ``ready`` event carries it), else ``--calibration FAMILY:HOSTS=PATH``
-(a probe cache, for older results). Twice: with the compute AutoStrategy
+(a probe cache, for older results); a calibration from before the probe read
+which nodes share a machine (``machines``) gets the fact of the benchmark:
+every host of a cell is a namespace of this machine. Twice: with the compute AutoStrategy
 estimates from the graph's float operations, and with the compute the cell
 measured (one replica alone on a core, times the replicas that share it:
 ``shared_compute_ms``). Per cell and compute, every builder's predicted over
@@ -107,6 +109,8 @@ def price_cell(cell, calibration_dict, directory):
     from autodist.strategies.inputs import batch_statistics, builder_variables
     item, spec, model = capture(cell["family"], write_spec(directory, cell))
     calibration = Calibration.from_dict(calibration_dict).rounded()
+    if not calibration.machines:   # a probe before PROBE_VERSION 8; the cell's hosts were this machine's namespaces
+        calibration = dataclasses.replace(calibration, machines={address: "emulated" for address in spec.nodes})
     variables, statistics_ = builder_variables(item), batch_statistics(item)
     estimated = estimate_compute(item, calibration, model.batch)
     computes = {"estimated": estimated,

@@ -16,7 +16,7 @@ import argparse
 import json
 import sys
 
-__all__ = ["register", "calibration_rows", "link_rows", "ProbeProgress"]
+__all__ = ["register", "calibration_rows", "link_rows", "machine_rows", "ProbeProgress"]
 
 _ROWS = (("rpc_latency_s", "rpc latency (a PS variable's push/pull, per message)", 1e6, "us"),
          ("rpc_bandwidth", "rpc bandwidth", 1e-6, "MB/s"),
@@ -95,7 +95,7 @@ def _calibrate(args):
     for row in rows:
         print("  ".join(cell.rjust(w) if i in (1, 2) else cell.ljust(w) for i, (cell, w) in
                         enumerate(zip(row, widths))).rstrip())
-    for line in link_rows(found, prior):
+    for line in link_rows(found, prior) + machine_rows(found):
         print(line)
     return 0
 
@@ -139,3 +139,12 @@ def link_rows(found, prior):
     links, spec = found.link_bandwidth or {}, prior.link_bandwidth or {}
     return ["link {}  {:.4g} Mbit/s  (spec {:.4g} Mbit/s)".format(node, links[node] * 8e-6, spec.get(node, 0) * 8e-6)
             for node in sorted(links)]
+
+
+def machine_rows(found):
+    """A line per machine the probe found several nodes on (``Calibration.machines``): they share its cores."""
+    machines = {}
+    for node, name in sorted((found.machines or {}).items()):
+        machines.setdefault(name, []).append(node)
+    return ["one machine: {} (they share its cores: their bytes are priced together)".format(", ".join(nodes))
+            for nodes in machines.values() if len(nodes) > 1]

@@ -249,7 +249,7 @@ def _prediction_line(prediction, sources):
 
 def _auto_lines(auto):
     """AutoStrategy's candidates as a table, the chosen one marked."""
-    from autodist.strategies.auto import SEARCH_MARGIN, SEARCHED
+    from autodist.strategies.auto import SEARCHED, search_margin
     lines = ["", "AutoStrategy chose {} ({:.2f} ms predicted with the search's compute figure):".format(
         auto.chosen, auto.prediction.step_s * 1e3)]
     for name, prediction in auto.candidates:
@@ -257,6 +257,7 @@ def _auto_lines(auto):
             "*" if name == auto.chosen else " ", name, prediction.step_s * 1e3, prediction.comm_share))
     searched = dict(auto.candidates).get(SEARCHED)
     if auto.chosen != SEARCHED and searched is not None and searched.step_s < auto.prediction.step_s:
-        lines.append("  (a searched plan replaces the best preset only when predicted at least {:.0%} cheaper)".format(
-            SEARCH_MARGIN))
+        relays = "; this one relays its all-reduce through the chief" if searched.relayed else ""
+        lines.append("  (a searched plan replaces the best preset only when predicted at least {:.0%} cheaper{})".format(
+            search_margin(searched), relays))
     return lines + [""]

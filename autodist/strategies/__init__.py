@@ -12,7 +12,8 @@ two engines (``ps.PS`` and ``all_reduce.AllReduce``) plus their composition
     AllReduce  <-  PartitionedAR  <-  RandomAxisPartitionAR
     Parallax = AllReduce (dense) + PSLoadBalancing (sparse)
     AutoStrategy = the cheapest of five presets, or a per-variable search's plan when it is
-                   5 % cheaper still, priced by the cost model (``autodist.strategies.cost``)
+                   5 % cheaper still (30 % when it makes the kernel relay all-reduce through
+                   the chief), priced by the cost model (``autodist.strategies.cost``)
 
 Every algorithm reads only what ``inputs`` gives it (``BuilderVariable`` lists
 and device names), so ``builder.build_from_variables(variables, resource_spec)``

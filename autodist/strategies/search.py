@@ -22,8 +22,8 @@ import math
 
 from autodist.plan.contract import AllReduceEntry, Partition, PSEntry, read_entries, variable_entry
 from autodist.plan.strategy import assemble
-from autodist.strategies.cost.model import (beyond_compute_s, exposed_comm_s, fixed_step_s, node_comm_s,
-                                            statistics_s, wait_s)
+from autodist.strategies.cost.model import (beyond_compute_s, exposed_comm_s, fixed_step_s, machine_groups,
+                                            node_comm_s, statistics_s, together_s, wait_s)
 from autodist.strategies.cost.pushes import FusedPushes
 from autodist.strategies.cost.traffic import StepTraffic, add_entry, fused_messages, group_overhead, wire_bytes
 from autodist.strategies.inputs import BatchStatistics, all_cpu_servers, replica_devices
@@ -102,6 +102,7 @@ class Search:
         self.nodes = list(resource_spec.nodes)
         self.servers = all_cpu_servers(resource_spec)
         self.compute, self.calibration = compute, calibration
+        self.machines = machine_groups(self.nodes, calibration)   # nodes that share a machine's cores
         self.rows = compute.sparse_rows
         self.tally = _Tally(self.servers)
         by_op = read_entries(start.build_from_variables(variables, resource_spec)).variables
@@ -150,7 +151,8 @@ class Search:
             fused_messages(self.traffic, self.replicas, slot[0], tally.fused.buckets(slot), scale)
 
     def cost(self):
-        comm = max(node_comm_s(self.traffic, n, self.calibration) for n in self.nodes)
+        comm = max(max(node_comm_s(self.traffic, n, self.calibration) for n in self.nodes),
+                   together_s(self.traffic, self.nodes, self.calibration, self.machines))
         relayed = self.tally.server_pieces > 0 and len(self.nodes) > 1
         return fixed_step_s(self.traffic, self.calibration) + statistics_s(self.statistics, relayed, self.calibration) \
             + beyond_compute_s(wait_s(self.traffic, self.compute),

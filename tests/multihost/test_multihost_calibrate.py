@@ -54,6 +54,11 @@ def test_calibrate_reads_every_shaped_link_within_15_percent(calibration):
         assert abs(measured[node] / rate - 1) <= 0.15, (node, measured[node], rate)
 
 
+def test_calibrate_finds_the_emulated_hosts_on_one_machine(calibration):
+    """Network namespaces of this machine share its kernel and cores: the model bounds their bytes together."""
+    assert set(calibration.machines) == set(SHAPED) and len(set(calibration.machines.values())) == 1
+
+
 def test_autostrategy_prices_every_plan_at_the_slow_hosts_link(cluster, calibration):
     spec = ResourceSpec(cluster.spec)
     wide = [BuilderVariable(name="wide:0", op_name="wide", shape=(4000, 1000), dtype="float32", byte_size=16 * 10 ** 6,

@@ -9,7 +9,7 @@ import pytest
 from autodist import cli
 from autodist.plan.contract import read_entries
 from autodist.strategies import AutoStrategy
-from autodist.strategies.auto import SEARCH_MARGIN, SEARCHED
+from autodist.strategies.auto import SEARCHED, search_margin
 from autodist.strategies.cost import Calibration, Compute, predict
 
 from strategy_inputs_for_tests import _spec_from, _var
@@ -38,10 +38,11 @@ def _rule_holds(result):
     """The chosen plan is the cheapest preset, or the searched plan when at least the margin cheaper still."""
     predictions = dict(result.candidates)
     best_preset = min(predictions[name].step_s for name in PRESETS)
+    margin = search_margin(predictions[SEARCHED])
     if result.chosen == SEARCHED:
-        return predictions[SEARCHED].step_s <= (1 - SEARCH_MARGIN) * best_preset + 1e-12
+        return predictions[SEARCHED].step_s <= (1 - margin) * best_preset + 1e-12
     return (result.prediction.step_s == best_preset
-            and predictions[SEARCHED].step_s > (1 - SEARCH_MARGIN) * best_preset - 1e-12)
+            and predictions[SEARCHED].step_s > (1 - margin) * best_preset - 1e-12)
 
 
 def _mlp():
@@ -56,7 +57,7 @@ def test_candidates_and_the_json_shape(nodes):
     assert _rule_holds(result)
     assert data["predicted_step_ms"] == dict((c["name"], c["predicted_step_ms"]) for c in data["candidates"])[
         data["chosen"]]
-    assert all(set(c) == {"name", "predicted_step_ms", "comm_share"} for c in data["candidates"])
+    assert all(set(c) == {"name", "predicted_step_ms", "comm_share", "relayed"} for c in data["candidates"])
     assert json.loads(json.dumps(data)) == data
 
 
@@ -115,10 +116,29 @@ def test_the_searched_plan_must_beat_every_preset_by_the_margin(nodes, monkeypat
     predictions = dict(result.candidates)
     best_preset = min(predictions[name].step_s for name in PRESETS)
     gain = 1.0 - predictions[SEARCHED].step_s / best_preset
-    assert result.chosen == SEARCHED and gain > auto.SEARCH_MARGIN
-    monkeypatch.setattr(auto, "SEARCH_MARGIN", gain + 0.01)   # the same gain, no longer enough
+    # servers and all-reduce over two nodes: the kernel relays the all-reduce, so the relay's margin decides
+    assert predictions[SEARCHED].relayed and search_margin(predictions[SEARCHED]) == auto.RELAY_MARGIN
+    assert auto.SEARCH_MARGIN < gain < auto.RELAY_MARGIN   # enough for a plan that does not relay; not for this one
+    assert result.chosen in PRESETS and _rule_holds(result)
+    monkeypatch.setattr(auto, "RELAY_MARGIN", gain - 0.01)   # a margin the gain clears
+    assert search.search_variables(variables, nodes, Compute(0.01)).chosen == SEARCHED
+    monkeypatch.setattr(auto, "RELAY_MARGIN", gain + 0.01)   # the same gain, no longer enough
     result = search.search_variables(variables, nodes, Compute(0.01))
     assert result.chosen in PRESETS and result.prediction.step_s == best_preset
+    monkeypatch.setattr(auto, "SEARCH_MARGIN", 1.0)   # the plain margin is not the one that applies here
+    monkeypatch.setattr(auto, "RELAY_MARGIN", gain - 0.01)
+    assert search.search_variables(variables, nodes, Compute(0.01)).chosen == SEARCHED
+
+
+def test_a_searched_plan_that_does_not_relay_keeps_the_plain_margin(monkeypatch):
+    from autodist.strategies import auto
+    from autodist.strategies.cost import Prediction
+    plain, relaying = (Prediction(step_s=1.0, compute_s=0.5, comm_s=0.5, exposed_comm_s=0.5, fixed_s=0.0,
+                                  bottleneck="10.0.0.1", relayed=relayed) for relayed in (False, True))
+    monkeypatch.setattr(auto, "SEARCH_MARGIN", 0.01)
+    monkeypatch.setattr(auto, "RELAY_MARGIN", 0.5)
+    assert search_margin(plain) == 0.01 and search_margin(relaying) == 0.5
+    assert plain.to_dict()["relayed"] is False and relaying.to_dict()["relayed"] is True
 
 
 def _search_calls(nodes, count):
@@ -347,14 +367,17 @@ def test_the_search_prices_a_plan_as_its_written_strategy():
     assert {link.messages for link in written.links.values()} == {2}
 
 
+@pytest.mark.parametrize("shared", [False, True], ids=["own-machines", "one-machine"])
 @pytest.mark.parametrize("start", range(3), ids=["PSLoadBalancing", "with-proxies", "all-reduced"])
-def test_every_start_of_the_search_ends_where_its_written_strategy_is_priced(nodes, start):
+def test_every_start_of_the_search_ends_where_its_written_strategy_is_priced(nodes, start, shared):
     from autodist.strategies.auto import STARTS as _STARTS
     from autodist.strategies.search import Search as _Search
     from autodist.strategies.cost.traffic import relayed, step_traffic
     variables = _mlp() + [_var("emb", [100000, 64], sparse=True)]
     compute = Compute(0.03, sparse_rows={"emb:0": 512.0})
     calibration = _calibration(sparse_gather_s=2e-3)   # a sparse all-reduce's chain, once a step
+    if shared:   # the two nodes on one machine: both prices bound their bytes together (cost.model.together_s)
+        calibration = dataclasses.replace(calibration, machines={node: "one" for node in nodes.nodes})
     search = _Search(variables, nodes, compute, calibration, _STARTS[start])
     search.run()
     # the search prices all-reduce as collectives; a written mix on two nodes is relayed (priced below)
@@ -436,3 +459,15 @@ def test_the_search_prices_a_member_of_unknown_shape_as_its_written_strategy():
     written = step_traffic(search.strategy(), variables, relay=False)   # the search's view of the mix
     links = {key: (link.bytes, link.messages) for key, link in search.traffic.links.items() if link.messages}
     assert links == {key: (pytest.approx(link.bytes), link.messages) for key, link in written.links.items()}
+
+
+def test_the_plan_command_says_which_margin_kept_the_preset(nodes):
+    from autodist.cli.plan import _auto_lines
+    from autodist.strategies import auto
+    # the margin test's plan: 7 % cheaper than the best preset, relayed, so the preset stays
+    variables = [_var("big", [4096, 1024])] + [_var("s{}".format(i), [16]) for i in range(100)]
+    result = AutoStrategy(calibration=_calibration(collective_bandwidth=0.01e9)).search_variables(
+        variables, nodes, Compute(0.01))
+    assert result.chosen in PRESETS and dict(result.candidates)[SEARCHED].relayed
+    text = "\n".join(_auto_lines(result))
+    assert "at least {:.0%} cheaper; this one relays its all-reduce through the chief".format(auto.RELAY_MARGIN) in text

@@ -54,6 +54,8 @@ probe runs (the fastest run would describe an idle machine)::
     link_bandwidth       every node's link rate, from slices of 1-64 MiB moved between every pair of
                          nodes (beyond 4 nodes the chief's pairs and a ring; ``links``); the model
                          scales the transports per node by it
+    machines             every node's kernel (a hash of ``BOOT_ID`` read there, not timed): nodes on
+                         one machine share its cores, which move all their bytes (``cost.model.together_s``)
 
 With one node the transports are in-process: latencies, ``ps_step_s`` and
 ``round_trip_s`` are 0 and bandwidths the local one. ``overlap`` is 1 with
@@ -61,6 +63,7 @@ GPUs (all-reduce runs under backprop) and 0 on CPUs (the replica's own cores
 move the bytes).
 """
 import functools
+import hashlib
 import json
 import os
 import statistics
@@ -86,6 +89,8 @@ _LOCAL_RING_GROUP, _LOCAL_RING_KEY = 9, 9001   # the chief's two CPUs' all-reduc
 #: shaped links within 15 % from 3), and 1 + 7 runs of every big measurement made a probe of 4 hosts at
 #: 105 Mbit/s take 268 s, and one of 8 hosts at 250 Mbit/s (0.94 s a ring) outran AutoStrategy's 300 s.
 REPEATS, SLOW_REPEATS, SLOW_RUN_S = 7, 3, 0.5
+#: What names a running kernel: nodes that read the same here share one machine's cores (``machines``).
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
 
 
 def default_repeats(spec):
@@ -214,7 +219,25 @@ def _timings(tf, target, config, devices, repeats, progress=None, ring=(), slow=
             if progress is not None:
                 progress(done, len(stages), key)
             t[key] = measure()
+        t["machines"] = _machine_ids(tf, session, graph, devices) if len(devices) > 1 else []
     return t
+
+
+def _machine_ids(tf, session, graph, devices):
+    """Each device's machine, in order: a hash of ``BOOT_ID`` read on its node (only equality matters), or None
+    where the node cannot say (not Linux): the model then takes it for a machine of its own."""
+    with graph.as_default():
+        reads = []
+        for device in devices:
+            with tf.device(device):
+                reads.append(tf.io.read_file(BOOT_ID))
+    found = []
+    for read in reads:
+        try:
+            found.append(hashlib.sha256(session.run(read).strip()).hexdigest()[:16])
+        except tf.errors.OpError:
+            found.append(None)
+    return found
 
 
 def _measure(tf, np, target, config, devices, repeats, progress=None, ring=(), slow=False):
@@ -249,6 +272,7 @@ def _measure(tf, np, target, config, devices, repeats, progress=None, ring=(), s
     found["sparse_apply_bytes_per_s"] = _sparse_apply_rate(t, found, n)
     rates = node_rates(t["links"], n)   # by device index; the rpc figures came from the last node to the chief
     found["link_bandwidth"] = dict(enumerate(rates))
+    found["machines"] = {i: name for i, name in enumerate(t["machines"]) if name is not None}
     found["link_reference"] = {"rpc": t["links"][(0, n - 1)], "collective": min(rates)}
     return found
 
@@ -369,6 +393,7 @@ def _probe_job(spec, repeats, sink, tf, np, node_config, chief_cpus, progress):
                          _chief_ring(devices[0], chief_cpus), slow)
         order = [context.chief_task] + [t for t in range(context.num_tasks) if t != context.chief_task]
         found["link_bandwidth"] = {context.addresses[order[i]]: rate for i, rate in found["link_bandwidth"].items()}
+        found["machines"] = {context.addresses[order[i]]: name for i, name in found["machines"].items()}
         return found
     finally:
         coordinator.finish(timeout=60.0)

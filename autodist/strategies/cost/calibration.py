@@ -61,8 +61,9 @@ PRIOR_LOCAL_COLLECTIVE_BANDWIDTH = 4e9
 #: link rate; 5: an apply rate the wire already explains is the own rows' rate, not ~1e12 B/s; 6: an op's
 #: cost, ``op_s``, and a ring between the chief's own CPUs; 7: the sparse all-reduces' chain of gathers,
 #: ``sparse_gather_s``, and the servers' sparse rate beyond every other node's rows on the server's link, the
-#: own rows' rate where the wire explains the step): caches of an older probe are probed again.
-PROBE_VERSION = 7
+#: own rows' rate where the wire explains the step; 8: ``machines``, the nodes that share a machine's cores):
+#: caches of an older probe are probed again.
+PROBE_VERSION = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,6 +99,9 @@ class Calibration:
     #: transport per node by their ratio (``node_bandwidth``); empty: every node alike
     link_bandwidth: dict = dataclasses.field(default_factory=dict)
     link_reference: dict = dataclasses.field(default_factory=dict)
+    #: each node's machine (by address: the kernel it runs on, read by the probe); nodes with one machine share
+    #: its cores (``model.together_s``); empty, or a node missing: a machine of its own
+    machines: dict = dataclasses.field(default_factory=dict)
 
     def to_dict(self):
         return dataclasses.asdict(self)

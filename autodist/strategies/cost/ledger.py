@@ -40,6 +40,9 @@ class StepTraffic:
         #: ``(bytes, replicas)`` of the fused all-reduce whose gradients backprop makes last (its group holds
         #: the model's first variables): nothing hides it (``model.exposed_comm_s``); None: no such group
         self.last_bucket = None
+        #: the chief's node when the kernel relays the plan's all-reduced gradients through it (``traffic.relayed``:
+        #: parameter servers and all-reduce over several nodes); None: collectives, or no all-reduce
+        self.relay_hub = None
 
     def add(self, transport, src, dst, nbytes, messages=1, pull=False):
         """``pull``: bytes a node reads from a server before its compute (a variable, a proxy, a relayed mean),

@@ -14,7 +14,8 @@ The step of a synchronous plan is::
             round trip (round_trip_s), and with a sparse all-reduce its chain of gathers
             (sparse_gather_s: row counts, then rows, every table's side by side); the longer
             of the two when a plan has both
-    communication = max over nodes of the node's time on the wire and at work:
+    communication = max(busiest node, all nodes together)
+    busiest node = max over nodes of the node's time on the wire and at work:
         per transport  (max(sent, received) + (1 - duplex) min(sent, received)) / bandwidth
                        (the transport's bandwidth as the node's own link carries it: ``links``;
                        a step's pulls and pushes are two such phases, one after the other)
@@ -24,6 +25,8 @@ The step of a synchronous plan is::
         + dense bytes its parameter servers aggregate / update rate
         + sparse rows' bytes its servers merge / sparse update rate
         + other replicas' sparse rows its replicas apply (sparse all-reduce) / sparse apply rate
+    all nodes together = per machine the probe found several nodes on: its nodes' bytes sent to
+        other nodes (both transports) / the sum of their collective bandwidths (``together_s``)
     exposed = communication - min(communication, overlap * backward share * compute),
               at least the last fused all-reduce's ring when any of it hides (its gradients come last)
     statistics = synchronized batch norm (``statistics_s``): each of its exchanges, forward
@@ -37,7 +40,17 @@ what it sends and what it receives overlap as far as the probe found
 (``rpc_duplex``: 1 for a NIC; a loopback node whose one core also serializes
 the bytes is nearer 0; a collective's bandwidth is measured both ways at once). The
 slowest node sets the pace, as every replica waits for the step's last
-gradient. The wait and the communication overlap (``beyond_compute_s``).
+gradient. Nodes that share a machine (``Calibration.machines``: the probe
+reads each node's kernel) bound it from below together: the probe measures the
+collective bandwidth with every node moving bytes at once, which on one
+machine is the share of its cores each node gets, and a plan that funnels the
+same bytes through one node (a relay through the chief, one parameter server)
+does not move them faster for that: on 8 emulated hosts of 2 cores
+resnet101's plans all moved 144-152 MB a step, the chief's relay at 355 MB/s
+in all, where the probe's rpc figure of one transfer (0.44-1.1 GB/s) had
+priced it at two to five times that. Nodes on machines of their own are not
+bound so (a slow collective implementation is not a slow link). The wait and
+the communication overlap (``beyond_compute_s``).
 ``compute`` is one replica's single-device step (:mod:`.compute`);
 ``BACKWARD_SHARE`` of it is backprop, under which a GPU's all-reduce can run
 (``Calibration.overlap`` = 1) and a CPU replica's cannot (its cores also move
@@ -52,7 +65,8 @@ from autodist.strategies.cost.traffic import COLLECTIVE, RPC, step_traffic
 from autodist.strategies.inputs import BatchStatistics, relays_statistics
 
 __all__ = ["BACKWARD_SHARE", "Compute", "Prediction", "node_comm_s", "predict", "exposed_comm_s", "fixed_step_s",
-           "wait_s", "beyond_compute_s", "statistics_s", "last_bucket_s"]
+           "wait_s", "beyond_compute_s", "statistics_s", "last_bucket_s", "together_s",
+           "machine_groups"]
 
 #: Backprop's share of a training step's compute (two of the three matrix products per layer).
 BACKWARD_SHARE = 2.0 / 3.0
@@ -83,6 +97,7 @@ class Prediction:
     bottleneck: str      # the node with the most communication, "" when nothing moves
     wait_s: float = 0.0  # a node's reads waiting for another node's compute
     statistics_s: float = 0.0   # synchronized batch norm's exchanges (``statistics_s``)
+    relayed: bool = False       # the kernel relays the plan's all-reduce through the chief (``traffic.relayed``)
 
     @property
     def comm_share(self):
@@ -94,7 +109,7 @@ class Prediction:
             ("predicted_step_ms", self.step_s), ("compute_ms", self.compute_s), ("comm_ms", self.comm_s),
             ("exposed_comm_ms", self.exposed_comm_s), ("fixed_ms", self.fixed_s), ("wait_ms", self.wait_s),
             ("statistics_ms", self.statistics_s))}
-        data.update(comm_share=round(self.comm_share, 4), bottleneck=self.bottleneck)
+        data.update(comm_share=round(self.comm_share, 4), bottleneck=self.bottleneck, relayed=self.relayed)
         return data
 
 
@@ -116,6 +131,31 @@ def node_comm_s(traffic, node, calibration):
     seconds += traffic.sparse_server_bytes.get(node, 0.0) / calibration.sparse_update_bytes_per_s
     seconds += traffic.sparse_apply_bytes.get(node, 0.0) / calibration.sparse_apply_bytes_per_s
     return seconds
+
+
+def machine_groups(nodes, calibration):
+    """``[(nodes, their collective bandwidths summed), ...]`` of every machine the probe found several of ``nodes``
+    on (``Calibration.machines``; a node it has no name for is a machine of its own)."""
+    machines = {}
+    for node in nodes:
+        name = (calibration.machines or {}).get(node)
+        if name is not None:
+            machines.setdefault(name, []).append(node)
+    return [(members, sum(node_bandwidth(calibration, node, calibration.collective_bandwidth, COLLECTIVE)
+                          for node in members)) for members in machines.values() if len(members) > 1]
+
+
+def together_s(traffic, nodes, calibration, groups=None):
+    """Seconds the busiest machine's ``nodes`` take to send every byte of ``traffic`` that leaves them, each node
+    at its own collective bandwidth (the probe's figure with every node moving bytes at once: module
+    docstring); 0 when no two nodes share a machine. ``groups``: ``machine_groups(nodes, calibration)``, when
+    the caller keeps it (the search prices thousands of moves)."""
+    found = 0.0
+    for members, bandwidth in (machine_groups(nodes, calibration) if groups is None else groups):
+        sent = sum(traffic.sent(node, transport)[0] for node in members for transport in (RPC, COLLECTIVE))
+        if sent > 0:
+            found = max(found, sent / bandwidth)
+    return found
 
 
 def _both_ways(sent, received, duplex):
@@ -149,7 +189,7 @@ def predict(strategy, variables, compute, calibration, chief=None, statistics=No
     traffic = step_traffic(strategy, variables, compute.sparse_rows, chief=chief)
     per_node = {node: node_comm_s(traffic, node, calibration) for node in traffic.nodes()}
     bottleneck = max(sorted(per_node), key=per_node.get, default="")
-    comm = per_node.get(bottleneck, 0.0)
+    comm = max(per_node.get(bottleneck, 0.0), together_s(traffic, list(per_node), calibration))
     exposed = exposed_comm_s(comm, compute.step_s, calibration.overlap, last_bucket_s(traffic, calibration))
     fixed = fixed_step_s(traffic, calibration)
     wait = wait_s(traffic, compute)
@@ -161,7 +201,8 @@ def predict(strategy, variables, compute, calibration, chief=None, statistics=No
                                   calibration)
     return Prediction(step_s=compute.step_s + fixed + batch_norm + beyond_compute_s(wait, exposed),
                       compute_s=compute.step_s, comm_s=comm, exposed_comm_s=exposed, fixed_s=fixed,
-                      bottleneck=bottleneck, wait_s=wait, statistics_s=batch_norm)
+                      bottleneck=bottleneck, wait_s=wait, statistics_s=batch_norm,
+                      relayed=traffic.relay_hub is not None)
 
 
 def statistics_s(statistics, relayed, calibration):

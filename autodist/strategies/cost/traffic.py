@@ -289,6 +289,7 @@ def step_traffic(strategy, variables, sparse_rows=None, chief=None, relay=None):
     for server, count in sorted(buckets.items()):
         fused_messages(traffic, entries.replicas, server, count)
     traffic.last_bucket = _last_bucket(entries, by_name, group_bytes, hub)
+    traffic.relay_hub = hub
     return traffic
 
 

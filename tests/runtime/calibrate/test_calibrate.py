@@ -1,5 +1,6 @@
 """``autodist calibrate``: the probe over the loopback cluster and of one node (slow), ``--show`` and the duplex
 arithmetic."""
+import hashlib
 import io
 import json
 import math
@@ -47,6 +48,10 @@ def test_probe_of_the_loopback_cluster_is_cached_privately(tmp_path):
     assert found["source"] == "probe"
     assert found["rpc_bandwidth"] > 0 and found["collective_bandwidth"] > 0 and found["round_trip_s"] >= 0
     assert 0.0 <= found["rpc_duplex"] <= 1.0 and found["overlap"] == 0.0
+    # both loopback nodes run on this machine's kernel: the model prices their bytes together (cost.model)
+    with open("/proc/sys/kernel/random/boot_id", "rb") as handle:
+        here = hashlib.sha256(handle.read().strip()).hexdigest()[:16]
+    assert found["machines"] == {address: here for address in found["link_bandwidth"]} and len(found["machines"]) == 2
     assert stat.S_IMODE(os.stat(os.path.dirname(data["path"])).st_mode) == 0o700
     assert json.loads(pathlib.Path(data["path"]).read_text()) == found
     shown = subprocess.run([sys.executable, "-m", "autodist", "calibrate", "-r", TWO_NODES, "--show", "--format",
@@ -203,3 +208,29 @@ def test_slow_links_get_fewer_repeats(tmp_path, nodes, gbits, repeats):
 def test_repeats_must_be_a_whole_number_of_at_least_one(capsys):
     assert cli.main(["calibrate", "-r", TWO_NODES, "--repeats", "0"]) == 2
     assert "--repeats: the value must be a whole number >= 1, got 0" in capsys.readouterr().err
+
+
+def test_the_nodes_that_share_a_machine_are_named_once_per_machine():
+    from autodist.cli.calibrate import machine_rows
+    from autodist.strategies.cost import Calibration
+    found = Calibration(rpc_latency_s=0.0, rpc_bandwidth=1.0, rpc_duplex=1.0, collective_latency_s=0.0,
+                        collective_bandwidth=1.0, local_bandwidth=1.0, update_bytes_per_s=1.0,
+                        sparse_update_bytes_per_s=1.0, fixed_step_s=0.0, round_trip_s=0.0, ps_step_s=0.0,
+                        overlap=0.0, flops=1.0, machines={"10.0.0.2": "a", "10.0.0.1": "a", "10.0.0.3": "b"})
+    assert machine_rows(found) == ["one machine: 10.0.0.1, 10.0.0.2 (they share its cores: their bytes are "
+                                   "priced together)"]
+    assert machine_rows(Calibration.from_dict(dict(found.to_dict(), machines={}))) == []
+
+
+def test_each_node_names_its_machine_or_none_where_it_cannot(monkeypatch):
+    import tensorflow as tf
+    from autodist.runtime.calibrate import probe as probe_module
+    devices = ["/device:CPU:0", "/device:CPU:0"]
+    graph = tf.Graph()
+    with tf.compat.v1.Session(graph=graph) as session:
+        found = probe_module._machine_ids(tf, session, graph, devices)
+        monkeypatch.setattr(probe_module, "BOOT_ID", "/nonexistent/boot_id")
+        unreadable = probe_module._machine_ids(tf, session, graph, devices)
+    with open("/proc/sys/kernel/random/boot_id", "rb") as handle:
+        here = hashlib.sha256(handle.read().strip()).hexdigest()[:16]
+    assert found == [here, here] and unreadable == [None, None]

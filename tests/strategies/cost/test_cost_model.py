@@ -419,3 +419,51 @@ def test_a_ring_between_two_replicas_of_a_node_is_priced_at_the_local_collective
     assert node_comm_s(summed, A, slow) == node_comm_s(summed, A, fast)
     assert prior_calibration(_spec_from([(A, (0, 1), ())])).local_collective_bandwidth == \
         prior_calibration(spec).local_bandwidth   # GPUs' rings are NCCL's: the prior's local bandwidth
+
+
+def test_nodes_on_one_machine_move_no_more_than_their_collective_bandwidths_together():
+    """Nodes that share a machine (the probe read one kernel on them): a plan that funnels every node's bytes
+    through one node is priced at least at every byte sent over their collective bandwidths together (the
+    probe's figure with every node moving at once): 8 emulated hosts on 2 cores moved a relay through the chief
+    at that rate, not at the rpc figure of one transfer. A ring, which spreads the same bytes evenly, is priced
+    as before; nodes on machines of their own are not bound so."""
+    from autodist.strategies import AllReduce
+    from autodist.strategies.cost.model import together_s
+    nodes = [A, B, "10.0.0.3", "10.0.0.4"]
+    spec = _spec_from([(node, (), (0,)) for node in nodes])
+    w = _var("W", [1000])   # 4000 bytes
+    apart = _calibration(rpc_bandwidth=1e9, rpc_latency_s=0.0, collective_latency_s=0.0, overlap=0.0,
+                         local_bandwidth=1e12, update_bytes_per_s=1e12)
+    calibration = dataclasses.replace(apart, machines={node: "one kernel" for node in nodes})
+    served = step_traffic(PS().build_from_variables([w], spec), [w])
+    # three pushes into A, three pulls out of it: 24000 bytes sent, at 4 x 500 bytes/s
+    assert together_s(served, nodes, calibration) == pytest.approx(24000.0 / 2000)
+    busiest = max(node_comm_s(served, node, calibration) for node in nodes)
+    assert busiest < 1e-3   # A alone, at the rpc figure, would take 12000 / 1e9 s each way
+    plan = predict(PS().build_from_variables([w], spec), [w], Compute(1.0), calibration)
+    assert plan.comm_s == pytest.approx(12.0) and plan.bottleneck == A
+    # apart: no machines known, or each node on its own, or one pair sharing (only the pair's bytes count)
+    assert together_s(served, nodes, apart) == 0.0
+    assert together_s(served, nodes, dataclasses.replace(apart, machines={n: n for n in nodes})) == 0.0
+    pair = dataclasses.replace(apart, machines={A: "m", B: "m", "10.0.0.3": "x", "10.0.0.4": "y"})
+    assert together_s(served, nodes, pair) == pytest.approx((12000.0 + 4000.0) / 1000)
+    assert predict(PS().build_from_variables([w], spec), [w], Compute(1.0), apart).comm_s == pytest.approx(busiest)
+    ring = step_traffic(AllReduce().build_from_variables([w], spec), [w])
+    per_node = node_comm_s(ring, A, calibration)   # so small a bucket is all-gathered: 3 x 4000 bytes a node
+    assert per_node == pytest.approx(12000.0 / 500) and together_s(ring, nodes, calibration) == pytest.approx(per_node)
+    assert predict(AllReduce().build_from_variables([w], spec), [w], Compute(1.0), calibration).comm_s == \
+        pytest.approx(per_node)
+    assert together_s(step_traffic(PS().build_from_variables([w], _spec_from([(A, (), (0, 1))])), [w]), [A],
+                      calibration) == 0.0   # one node
+
+
+def test_a_prediction_says_whether_the_kernel_relays_and_rounding_keeps_the_machines():
+    from autodist.strategies import AllReduce, Parallax
+    w, emb = _var("W", [1000]), _var("emb", [1000, 8], sparse=True)
+    two, one = _spec_from([(A, (), (0,)), (B, (), (0,))]), _spec_from([(A, (), (0, 1))])
+    calibration = _calibration(machines={A: "m", B: "m"})
+    # Parallax: the sparse table on a server, the dense kernel all-reduced: relayed on two nodes only
+    assert predict(Parallax().build_from_variables([w, emb], two), [w, emb], Compute(1.0), calibration).relayed
+    assert not predict(Parallax().build_from_variables([w, emb], one), [w, emb], Compute(1.0), calibration).relayed
+    assert not predict(AllReduce().build_from_variables([w], two), [w], Compute(1.0), calibration).relayed
+    assert calibration.rounded().machines == {A: "m", B: "m"}
