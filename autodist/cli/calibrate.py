@@ -143,8 +143,6 @@ def link_rows(found, prior):
 
 def machine_rows(found):
     """A line per machine the probe found several nodes on (``Calibration.machines``): they share its cores."""
-    machines = {}
-    for node, name in sorted((found.machines or {}).items()):
-        machines.setdefault(name, []).append(node)
+    from autodist.strategies.cost.calibration import shared_machines
     return ["one machine: {} (they share its cores: their bytes are priced together)".format(", ".join(nodes))
-            for nodes in machines.values() if len(nodes) > 1]
+            for nodes in shared_machines(found, sorted(found.machines or {}))]

@@ -30,7 +30,7 @@ __all__ = ["Calibration", "prior_calibration", "spec_key", "calibration_path", "
            "DEFAULT_CALIBRATION_DIR", "PRIOR_LATENCY_S", "PRIOR_FIXED_STEP_S", "PRIOR_ROUND_TRIP_S",
            "PRIOR_FLOPS", "PRIOR_GPU_FLOPS", "PRIOR_LOCAL_BANDWIDTH", "PRIOR_UPDATE_BYTES_PER_S",
            "PRIOR_SPARSE_UPDATE_BYTES_PER_S", "PRIOR_PS_STEP_S", "PRIOR_OP_S", "PRIOR_LOCAL_COLLECTIVE_BANDWIDTH",
-           "PROBE_VERSION", "node_bandwidth"]
+           "PROBE_VERSION", "node_bandwidth", "shared_machines"]
 
 #: Where the probe's results are cached (``~`` expanded when used).
 DEFAULT_CALIBRATION_DIR = os.path.join("~", ".autodist", "calibration")
@@ -192,3 +192,14 @@ def node_bandwidth(calibration, node, bandwidth, transport):
     if node not in links or not reference:
         return bandwidth
     return bandwidth * links[node] / reference
+
+
+def shared_machines(calibration, nodes):
+    """``[[node, ...], ...]``: per machine the probe found several of ``nodes`` on (``Calibration.machines``), its
+    nodes in ``nodes``' order; a node it has no name for is a machine of its own."""
+    machines = {}
+    for node in nodes:
+        name = (calibration.machines or {}).get(node)
+        if name is not None:
+            machines.setdefault(name, []).append(node)
+    return [members for members in machines.values() if len(members) > 1]

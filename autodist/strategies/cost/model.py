@@ -60,7 +60,7 @@ import dataclasses
 from typing import Dict, Optional
 
 from autodist.plan.contract import read_entries
-from autodist.strategies.cost.calibration import node_bandwidth
+from autodist.strategies.cost.calibration import node_bandwidth, shared_machines
 from autodist.strategies.cost.traffic import COLLECTIVE, RPC, step_traffic
 from autodist.strategies.inputs import BatchStatistics, relays_statistics
 
@@ -136,13 +136,8 @@ def node_comm_s(traffic, node, calibration):
 def machine_groups(nodes, calibration):
     """``[(nodes, their collective bandwidths summed), ...]`` of every machine the probe found several of ``nodes``
     on (``Calibration.machines``; a node it has no name for is a machine of its own)."""
-    machines = {}
-    for node in nodes:
-        name = (calibration.machines or {}).get(node)
-        if name is not None:
-            machines.setdefault(name, []).append(node)
     return [(members, sum(node_bandwidth(calibration, node, calibration.collective_bandwidth, COLLECTIVE)
-                          for node in members)) for members in machines.values() if len(members) > 1]
+                          for node in members)) for members in shared_machines(calibration, nodes)]
 
 
 def together_s(traffic, nodes, calibration, groups=None):
