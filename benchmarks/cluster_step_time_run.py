@@ -2,7 +2,7 @@
 
     result = run_on_cluster(cluster, "mlp", "AllReduce", args)
     # {"ms": [...worker 0's timed steps...], "cpu_s": ..., "node_bytes": {address: [rx, tx]}, "loss": ...,
-    #  "peak_rss": {address: bytes}, "ready": {"startup_s": ..., ...}, "notes": []}
+    #  "cpu_threads": {thread kind: s}, "peak_rss": {address: bytes}, "ready": {"startup_s": ..., ...}, "notes": []}
 
 The processes are ``step_time.py --role ...`` (``step_time_roles``: the same
 roles, protocol and models as on loopback), each started inside its node's
@@ -12,10 +12,14 @@ spec (whose ``cores`` pin it). Between worker 0's ``ready`` and ``done`` the
 harness reads every node's interface counters (bytes in and out of eth0:
 everything that crossed its link) and the CPU time of every process in the
 cluster's namespaces (the training processes and the sshd sessions carrying
-the other node's output). After ``done`` it also reads each node's peak memory
-(the sum of its processes' ``VmHWM``) and keeps what worker 0 said with
-``ready`` (the seconds to its first step; autodist's chief: planning and
-rewriting). Every process of the run is stopped by pid at the
+the other node's output), in all and per kind of thread (``cpu_threads``: a
+thread's name less its number, ``tf_Compute``, ``collective_ops``,
+``event_engine``, ``python``...; threads that ended in between count in
+``cpu_s`` only). After ``done`` it also reads each node's peak memory
+(the sum of its processes' ``VmHWM``), then asks worker 0 for the loss (a
+fetch the timed steps did not run: its first run is not counted), and keeps
+what worker 0 said with ``ready`` (the seconds to its first step; autodist's
+chief: planning and rewriting). Every process of the run is stopped by pid at the
 end; what runs on the other node ends with the chief's job (and the cluster's
 ``down`` stops whatever is left in its namespaces).
 """
@@ -29,7 +33,7 @@ import tempfile
 import time
 
 from step_time_models import model_named
-from step_time_procs import ProcessTable, cpu_seconds
+from step_time_procs import ProcessTable, cpu_seconds, thread_cpu_seconds
 from step_time_run import (FINISH, KERAS_ADAM, PACK_25MIB, VARIANTS, _reporter_sink, _ignore, _stop_uninterrupted,
                            _tell, await_event, child_env)
 
@@ -104,22 +108,35 @@ def _launches(cluster, config):
     return [("chief", role, 0, True)]
 
 
+def _by_thread_kind(pids, before):
+    """``{thread kind: CPU s}`` since ``before`` over ``pids`` (``thread_cpu_seconds``), largest first."""
+    total = {}
+    for pid in pids:
+        for kind, seconds in thread_cpu_seconds(pid).items():
+            total[kind] = total.get(kind, 0.0) + seconds - before.get(pid, {}).get(kind, 0.0)
+    return dict(sorted(((k, round(v, 3)) for k, v in total.items() if v > 0), key=lambda kv: -kv[1]))
+
+
 def _measure(cluster, table, events, reporter, release, timeout):
     deadline = time.monotonic() + timeout
     ready = await_event(table, events, "ready", deadline, timeout, starting=True)
     pids = namespace_pids(cluster.names, cluster.nodes)
     cpu_before, bytes_before = {p: cpu_seconds(p) for p in pids}, node_bytes(cluster.names, cluster.nodes)
+    threads_before = {p: thread_cpu_seconds(p) for p in pids}
     _tell(reporter, "go")
     done = await_event(table, events, "done", deadline, timeout, starting=False)
     bytes_after = node_bytes(cluster.names, cluster.nodes)
     pids = namespace_pids(cluster.names, cluster.nodes)
     cpu = sum(cpu_seconds(p) - cpu_before.get(p, 0.0) for p in pids)
+    threads = _by_thread_kind(pids, threads_before)
     memory = peak_rss(cluster.names, cluster.nodes)
+    _tell(reporter, "loss")   # computed after the counters were read (a new fetch's first run is not a step)
+    done["loss"] = await_event(table, events, "loss", deadline, timeout, starting=False).get("loss")
     with open(release, "w"):
         pass
     _tell(reporter, "end")
     moved = {a: [after - before for after, before in zip(bytes_after[a], bytes_before[a])] for a in bytes_after}
-    return {"ms": done["ms"], "cpu_s": cpu, "node_bytes": moved, "loss": done.get("loss"), "peak_rss": memory,
+    return {"ms": done["ms"], "cpu_s": cpu, "cpu_threads": threads, "node_bytes": moved, "loss": done.get("loss"), "peak_rss": memory,
             "ready": {key: value for key, value in ready.items() if key != "event"}}
 
 

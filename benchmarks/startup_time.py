@@ -16,7 +16,8 @@ interleaved in rounds:
 Columns (medians over the rounds): seconds from the process's start to the
 end of its first training step, the median step of the ``--steps`` after the
 first two, and both over MirroredStrategy's of the same round (issue 40:
-AutoStrategy's start <= 1.0 x, its step <= 0.7 x). JSON in
+AutoStrategy's start <= 1.0 x, its step <= 0.7 x), and the plan AutoStrategy
+chose (each round's run also keeps its plan and rewrite seconds). JSON in
 ``benchmarks/results/<label>.json``.
 """
 import argparse
@@ -65,11 +66,16 @@ def child(args):
             model = build()
     else:
         from autodist import AutoDist, strategies
+        from step_time_roles import _PlanTimer
+        timer = _PlanTimer()   # plan and rewrite seconds, and the plan AutoStrategy chose
         with AutoDist(args.spec, getattr(strategies, args.child)()).scope():
             model = build()
     model.fit(x, y, batch_size=32, epochs=1, callbacks=[Steps()], verbose=0)
     steps = [b - a for a, b in zip(ends[2:], ends[3:])]
-    return {"first_step_s": ends[0] - started, "step_ms": 1e3 * statistics.median(steps) if steps else None}
+    found = {"first_step_s": ends[0] - started, "step_ms": 1e3 * statistics.median(steps) if steps else None}
+    if args.child not in ("single", "mirrored"):
+        found.update({key: timer.facts[key] for key in ("plan_s", "transform_s", "chosen") if key in timer.facts})
+    return found
 
 
 def run(args, config, spec):
@@ -95,6 +101,9 @@ def summary(rounds, configs):
         if found:
             row.update(first_step_s=statistics.median(f["first_step_s"] for f in found),
                        step_ms=statistics.median(f["step_ms"] for f in found))
+            chosen = sorted({f["chosen"] for f in found if f.get("chosen")})
+            if chosen:
+                row["chosen"] = chosen   # AutoStrategy's plan in each round (one name when every round agreed)
         if ratios:
             row.update(start_vs_mirrored=statistics.median(r[0] for r in ratios),
                        step_vs_mirrored=statistics.median(r[1] for r in ratios))
@@ -130,10 +139,12 @@ def main(argv=None):
                 print("[round {}/{}] {}: {}".format(index, args.rounds, config, found[config]), flush=True)
             rounds.append(found)
     rows = summary(rounds, configs)
-    print("\n{:<16} {:>14} {:>9} {:>12} {:>12}".format("config", "to 1st step s", "step ms", "start/MS", "step/MS"))
+    print("\n{:<16} {:>14} {:>9} {:>12} {:>12}  {}".format("config", "to 1st step s", "step ms", "start/MS", "step/MS",
+                                                          "chosen"))
     for r in rows:
-        print("{:<16} {:>14} {:>9} {:>12} {:>12}".format(r["config"], *("-" if r.get(k) is None else "{:.2f}".format(
-            r[k]) for k in ("first_step_s", "step_ms", "start_vs_mirrored", "step_vs_mirrored"))))
+        print("{:<16} {:>14} {:>9} {:>12} {:>12}  {}".format(r["config"], *("-" if r.get(k) is None else "{:.2f}".format(
+            r[k]) for k in ("first_step_s", "step_ms", "start_vs_mirrored", "step_vs_mirrored")),
+            ", ".join(r.get("chosen", ()))))
     _results.save(args.label, {"rows": rows, "rounds": rounds, "load_start": load, "load_end": os.getloadavg(),
                                "argv": sys.argv[1:] if argv is None else argv})
     return 0

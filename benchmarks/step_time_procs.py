@@ -32,7 +32,7 @@ import subprocess
 import threading
 import time
 
-__all__ = ["Proc", "ProcessTable", "cpu_seconds", "parse_ss", "pin", "socket_snapshot", "traffic"]
+__all__ = ["Proc", "ProcessTable", "cpu_seconds", "thread_cpu_seconds", "parse_ss", "pin", "socket_snapshot", "traffic"]
 
 _TICKS = os.sysconf("SC_CLK_TCK")
 _PID = re.compile(r"pid=(\d+)")
@@ -58,6 +58,31 @@ def cpu_seconds(pid):
     """utime + stime of a process, in seconds (0 when it is gone)."""
     fields = _stat_fields(pid)
     return (int(fields[11]) + int(fields[12])) / _TICKS if fields else 0.0
+
+
+_DIGITS = re.compile(r"[-_#]?\d+$")
+
+
+def thread_cpu_seconds(pid):
+    """``{thread kind: utime + stime}`` of ``pid``'s threads, the kind being the thread's name
+    (``/proc/<pid>/task/<tid>/comm``) without a trailing number, so a pool's threads add up
+    (``tf_Compute``, ``grpc_global_tim``, ``python3``); empty when the process is gone."""
+    found = {}
+    try:
+        tids = os.listdir("/proc/{}/task".format(pid))
+    except OSError:
+        return found
+    for tid in tids:
+        try:
+            with open("/proc/{}/task/{}/comm".format(pid, tid)) as f:
+                name = _DIGITS.sub("", f.read().strip()) or "?"
+            with open("/proc/{}/task/{}/stat".format(pid, tid), "rb") as f:
+                stat = f.read().decode("utf-8", "replace")
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        found[name] = found.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / _TICKS
+    return found
 
 
 def pin(pid, cpus):

@@ -16,8 +16,9 @@ harness on stdin/stdout, in lines starting with ``MARKER``::
     worker 0 -> harness   @@step_time {"event": "ready", ...}            after the warm-up steps (autodist's
                                                                          chief adds startup_s, plan_s, transform_s)
     harness  -> worker 0  go                                             (the harness took its snapshots)
-    worker 0 -> harness   @@step_time {"event": "done", "ms": [...], "loss": ...}   the timed steps' wall
-                                                                         times; loss after them (autodist)
+    worker 0 -> harness   @@step_time {"event": "done", "ms": [...]}     the timed steps' wall times
+    harness  -> worker 0  loss                                           (the harness read its counters)
+    worker 0 -> harness   @@step_time {"event": "loss", "loss": ...}     the loss after them (autodist; else null)
     harness  -> worker 0  end
 
 The pause at ``ready`` lets the harness read CPU times and socket counters
@@ -77,8 +78,10 @@ def timed_loop(step, args, report, final_loss=None, facts=None):
         start = time.perf_counter()
         step()
         times.append((time.perf_counter() - start) * 1e3)
-    if report:
-        emit("done", ms=times, **({"loss": final_loss()} if final_loss is not None else {}))
+    if report:   # the loss after the harness read the counters: a new fetch's first run is no timed step's work
+        emit("done", ms=times)
+        expect("loss", args.timeout)
+        emit("loss", loss=final_loss() if final_loss is not None else None)
         expect("end", args.timeout)
     else:
         wait_for_release(args.release, args.timeout)

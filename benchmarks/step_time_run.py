@@ -180,6 +180,8 @@ def measure(table, events, reporter, release, timeout):
     done = await_event(table, events, "done", deadline, timeout, starting=False)
     table.discover()
     cpu_after, sockets_after = table.cpu(), socket_snapshot()
+    _tell(reporter, "loss")   # computed after the counters were read (a new fetch's first run is not a step)
+    done["loss"] = await_event(table, events, "loss", deadline, timeout, starting=False).get("loss")
     with open(release, "w"):
         pass
     _tell(reporter, "end")

@@ -255,3 +255,31 @@ def test_the_model_check_prices_every_builder_of_a_cell_with_the_calibration_its
     assert cells[0]["priced"]["measured"]["compute_ms"] == 100.0   # the cell's shared compute
     with pytest.raises(SystemExit, match="FAMILY:HOSTS=PATH"):
         paper_table_model.parse_calibrations(["ncf=4"])
+
+
+def test_startup_rows_name_the_plan_autostrategy_chose(monkeypatch):
+    """``startup_time.py``: ratios to MirroredStrategy of the same round, and AutoStrategy's pick per round."""
+    monkeypatch.syspath_prepend(BENCHMARKS)
+    startup = importlib.import_module("startup_time")
+    rounds = [{"mirrored": {"first_step_s": 20.0, "step_ms": 400.0},
+               "AutoStrategy": {"first_step_s": 15.0, "step_ms": 200.0, "chosen": "PSLoadBalancing"}},
+              {"mirrored": {"first_step_s": 30.0, "step_ms": 600.0},
+               "AutoStrategy": {"first_step_s": 30.0, "step_ms": 360.0, "chosen": "AllReduce"}},
+              {"mirrored": {"error": "exit 1"}, "AutoStrategy": {"error": "exit 1"}}]
+    rows = {row["config"]: row for row in startup.summary(rounds, ["mirrored", "AutoStrategy"])}
+    auto = rows["AutoStrategy"]
+    assert auto["runs"] == 2 and auto["errors"] == ["exit 1"]
+    assert auto["start_vs_mirrored"] == pytest.approx((0.75 + 1.0) / 2)
+    assert auto["step_vs_mirrored"] == pytest.approx((0.5 + 0.6) / 2)
+    assert auto["chosen"] == ["AllReduce", "PSLoadBalancing"] and "chosen" not in rows["mirrored"]
+
+
+def test_the_model_checks_regret_counts_allreduces_bucket_runs_as_builders(monkeypatch):
+    """``paper_table_model.best_builder_ms``: every builder and ``AllReduce_<n>mib`` run, not the anchors or
+    AutoStrategy."""
+    monkeypatch.syspath_prepend(BENCHMARKS)
+    model = importlib.import_module("paper_table_model")
+    ms = {"mwms_25mib": 90.0, "hand_ps": 95.0, "AutoStrategy": 80.0, "PS": 130.0, "AllReduce": 120.0,
+          "AllReduce_25mib": 110.0, "AllReduce_x": 10.0}
+    assert model.best_builder_ms(ms) == 110.0
+    assert model.best_builder_ms({"mwms_25mib": 90.0}) is None

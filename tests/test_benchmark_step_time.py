@@ -64,6 +64,28 @@ def test_rows_summarize_rounds_and_ratio_to_the_best_baseline(bench):
     assert by["AllReduce"]["median_ms"] is None and by["AllReduce"]["ratio"] is None
 
 
+def test_thread_cpu_is_summed_per_kind_of_thread_and_grows_with_work(bench):
+    """``thread_cpu_seconds``: a thread's name less its trailing number is its kind (a pool's threads add up); the
+    cluster harness subtracts two readings per kind (``cluster_step_time_run._by_thread_kind``)."""
+    import threading
+    import time
+    from step_time_procs import thread_cpu_seconds
+    from cluster_step_time_run import _by_thread_kind
+    pid = os.getpid()
+    with open("/proc/{}/task/{}/comm".format(pid, threading.get_native_id())) as f:
+        name = f.read().strip()
+    kind = name.rstrip("0123456789").rstrip("-_#") or "?"
+    before = thread_cpu_seconds(pid)
+    started = time.process_time()
+    while time.process_time() - started < 0.3:   # bounded: 0.3 s of this thread's CPU
+        sum(range(1000))
+    after = thread_cpu_seconds(pid)
+    assert after[kind] - before.get(kind, 0.0) >= 0.2
+    grown = _by_thread_kind([pid], {pid: before})
+    assert grown[kind] >= 0.2 and list(grown) == sorted(grown, key=lambda k: -grown[k])   # largest first
+    assert thread_cpu_seconds(2 ** 22 + 1) == {}   # no such process (above the largest pid_max Linux allows)
+
+
 def test_hand_ps_starts_the_server_first_and_worker_0_last(bench):
     from step_time_run import launches
     plan = launches("hand_ps")
@@ -90,6 +112,24 @@ def test_compressed_configurations_pass_the_compressor_and_rows_carry_the_loss(b
                           [], 3)
     assert row["loss"] == 0.5, "the median over the rounds"
     assert bench.summarize("mlp", "hand_ps", [run], [], 1)["loss"] is None, "baselines report none"
+
+
+def test_session_cpu_times_every_way_of_running_a_step(tmp_path):
+    """``benchmarks/session_cpu.py`` at the tiny size: a row of CPU per step for every way (no timing asserted)."""
+    script = os.path.join(BENCHMARKS, "session_cpu.py")
+    argv = [sys.executable, script, "--family", "tiny", "--steps", "3", "--warmup", "1",
+            "--results-dir", str(tmp_path), "--label", "smoke"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = json.loads((tmp_path / "smoke.json").read_text())["results"]["rows"]
+    sys.path.insert(0, BENCHMARKS)
+    try:
+        from session_cpu import WAYS
+    finally:
+        sys.path.remove(BENCHMARKS)
+    assert [row["way"] for row in rows] == list(WAYS)
+    assert all(row["median_cpu_ms"] > 0 for row in rows)
+    assert [row for row in rows if row["way"] == "tf1 master"][0]["vs_master"] == 1.0
 
 
 @pytest.mark.slow

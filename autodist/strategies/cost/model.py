@@ -66,7 +66,7 @@ from autodist.strategies.inputs import BatchStatistics, relays_statistics
 
 __all__ = ["BACKWARD_SHARE", "Compute", "Prediction", "node_comm_s", "predict", "exposed_comm_s", "fixed_step_s",
            "wait_s", "beyond_compute_s", "statistics_s", "last_bucket_s", "together_s",
-           "machine_groups"]
+           "busiest_machine", "machine_groups", "machine_label"]
 
 #: Backprop's share of a training step's compute (two of the three matrix products per layer).
 BACKWARD_SHARE = 2.0 / 3.0
@@ -94,7 +94,8 @@ class Prediction:
     comm_s: float
     exposed_comm_s: float
     fixed_s: float
-    bottleneck: str      # the node with the most communication, "" when nothing moves
+    bottleneck: str      # the node with the most communication ("machine of a, b, ...": its nodes together,
+    #                      when their machine's bound is the larger, ``busiest_machine``), "" when nothing moves
     wait_s: float = 0.0  # a node's reads waiting for another node's compute
     statistics_s: float = 0.0   # synchronized batch norm's exchanges (``statistics_s``)
     relayed: bool = False       # the kernel relays the plan's all-reduce through the chief (``traffic.relayed``)
@@ -140,17 +141,27 @@ def machine_groups(nodes, calibration):
                           for node in members)) for members in shared_machines(calibration, nodes)]
 
 
-def together_s(traffic, nodes, calibration, groups=None):
-    """Seconds the busiest machine's ``nodes`` take to send every byte of ``traffic`` that leaves them, each node
-    at its own collective bandwidth (the probe's figure with every node moving bytes at once: module
-    docstring); 0 when no two nodes share a machine. ``groups``: ``machine_groups(nodes, calibration)``, when
-    the caller keeps it (the search prices thousands of moves)."""
-    found = 0.0
+def busiest_machine(traffic, nodes, calibration, groups=None):
+    """``(seconds, its nodes)`` of the machine whose ``nodes`` take longest to send every byte of ``traffic``
+    that leaves them, each node at its own collective bandwidth (the probe's figure with every node moving
+    bytes at once: module docstring); ``(0.0, ())`` when no two nodes share a machine. ``groups``:
+    ``machine_groups(nodes, calibration)``, when the caller keeps it (the search prices thousands of moves)."""
+    found = (0.0, ())
     for members, bandwidth in (machine_groups(nodes, calibration) if groups is None else groups):
         sent = sum(traffic.sent(node, transport)[0] for node in members for transport in (RPC, COLLECTIVE))
-        if sent > 0:
-            found = max(found, sent / bandwidth)
+        if sent > 0 and sent / bandwidth > found[0]:
+            found = (sent / bandwidth, tuple(members))
     return found
+
+
+def together_s(traffic, nodes, calibration, groups=None):
+    """Seconds of ``busiest_machine``: the floor nodes that share a machine put under a step's communication."""
+    return busiest_machine(traffic, nodes, calibration, groups)[0]
+
+
+def machine_label(members):
+    """How a prediction names a machine whose nodes together limit the step: ``machine of 10.0.0.1, 10.0.0.2``."""
+    return "machine of " + ", ".join(sorted(members))
 
 
 def _both_ways(sent, received, duplex):
@@ -184,7 +195,10 @@ def predict(strategy, variables, compute, calibration, chief=None, statistics=No
     traffic = step_traffic(strategy, variables, compute.sparse_rows, chief=chief)
     per_node = {node: node_comm_s(traffic, node, calibration) for node in traffic.nodes()}
     bottleneck = max(sorted(per_node), key=per_node.get, default="")
-    comm = max(per_node.get(bottleneck, 0.0), together_s(traffic, list(per_node), calibration))
+    machine_s, machine = busiest_machine(traffic, list(per_node), calibration)
+    comm = max(per_node.get(bottleneck, 0.0), machine_s)
+    if machine_s > per_node.get(bottleneck, 0.0):   # the nodes of one machine, together, set the communication
+        bottleneck = machine_label(machine)
     exposed = exposed_comm_s(comm, compute.step_s, calibration.overlap, last_bucket_s(traffic, calibration))
     fixed = fixed_step_s(traffic, calibration)
     wait = wait_s(traffic, compute)

@@ -441,18 +441,20 @@ def test_nodes_on_one_machine_move_no_more_than_their_collective_bandwidths_toge
     busiest = max(node_comm_s(served, node, calibration) for node in nodes)
     assert busiest < 1e-3   # A alone, at the rpc figure, would take 12000 / 1e9 s each way
     plan = predict(PS().build_from_variables([w], spec), [w], Compute(1.0), calibration)
-    assert plan.comm_s == pytest.approx(12.0) and plan.bottleneck == A
+    assert plan.comm_s == pytest.approx(12.0) and plan.bottleneck == "machine of " + ", ".join(sorted(nodes))
+    assert plan.to_dict()["bottleneck"] == plan.bottleneck   # what ``autodist plan --format json`` shows
     # apart: no machines known, or each node on its own, or one pair sharing (only the pair's bytes count)
     assert together_s(served, nodes, apart) == 0.0
     assert together_s(served, nodes, dataclasses.replace(apart, machines={n: n for n in nodes})) == 0.0
     pair = dataclasses.replace(apart, machines={A: "m", B: "m", "10.0.0.3": "x", "10.0.0.4": "y"})
     assert together_s(served, nodes, pair) == pytest.approx((12000.0 + 4000.0) / 1000)
-    assert predict(PS().build_from_variables([w], spec), [w], Compute(1.0), apart).comm_s == pytest.approx(busiest)
+    plan = predict(PS().build_from_variables([w], spec), [w], Compute(1.0), apart)
+    assert plan.comm_s == pytest.approx(busiest) and plan.bottleneck == A   # apart: the busiest node, the server
     ring = step_traffic(AllReduce().build_from_variables([w], spec), [w])
     per_node = node_comm_s(ring, A, calibration)   # so small a bucket is all-gathered: 3 x 4000 bytes a node
     assert per_node == pytest.approx(12000.0 / 500) and together_s(ring, nodes, calibration) == pytest.approx(per_node)
-    assert predict(AllReduce().build_from_variables([w], spec), [w], Compute(1.0), calibration).comm_s == \
-        pytest.approx(per_node)
+    ringed = predict(AllReduce().build_from_variables([w], spec), [w], Compute(1.0), calibration)
+    assert ringed.comm_s == pytest.approx(per_node) and ringed.bottleneck == A   # a tie: the node, not the machine
     assert together_s(step_traffic(PS().build_from_variables([w], _spec_from([(A, (), (0, 1))])), [w]), [A],
                       calibration) == 0.0   # one node
 
