@@ -109,12 +109,14 @@ def _launches(cluster, config):
 
 
 def _by_thread_kind(pids, before):
-    """``{thread kind: CPU s}`` since ``before`` over ``pids`` (``thread_cpu_seconds``), largest first."""
+    """``{thread kind: CPU s}`` since ``before`` (``{pid: thread_cpu_seconds(pid)}``) over the threads of ``pids``
+    alive now, largest first: a thread that ended in between counts in no kind (its process's ``cpu_s`` has it)."""
     total = {}
     for pid in pids:
-        for kind, seconds in thread_cpu_seconds(pid).items():
-            total[kind] = total.get(kind, 0.0) + seconds - before.get(pid, {}).get(kind, 0.0)
-    return dict(sorted(((k, round(v, 3)) for k, v in total.items() if v > 0), key=lambda kv: -kv[1]))
+        earlier = before.get(pid, {})
+        for tid, (kind, seconds) in thread_cpu_seconds(pid).items():
+            total[kind] = total.get(kind, 0.0) + seconds - earlier.get(tid, (kind, 0.0))[1]
+    return dict(sorted(((k, round(v, 3)) for k, v in total.items()), key=lambda kv: -kv[1]))
 
 
 def _measure(cluster, table, events, reporter, release, timeout):
@@ -136,8 +138,8 @@ def _measure(cluster, table, events, reporter, release, timeout):
         pass
     _tell(reporter, "end")
     moved = {a: [after - before for after, before in zip(bytes_after[a], bytes_before[a])] for a in bytes_after}
-    return {"ms": done["ms"], "cpu_s": cpu, "cpu_threads": threads, "node_bytes": moved, "loss": done.get("loss"), "peak_rss": memory,
-            "ready": {key: value for key, value in ready.items() if key != "event"}}
+    return {"ms": done["ms"], "cpu_s": cpu, "cpu_threads": threads, "node_bytes": moved, "loss": done.get("loss"),
+            "peak_rss": memory, "ready": {key: value for key, value in ready.items() if key != "event"}}
 
 
 def run_on_cluster(cluster, model, config, args):

@@ -26,7 +26,6 @@ The JSON goes to ``benchmarks/results/<label>.json``.
 """
 import argparse
 import os
-import socket
 import statistics
 import sys
 import time
@@ -38,14 +37,12 @@ if HERE not in sys.path:
 WAYS = ("tf.function", "tf1 default", "tf1 dependency", "tf1 master", "tf1 static default", "tf1 static dependency")
 
 
-def _free_port():
-    with socket.socket() as probe:   # a port free now on loopback, for the local server
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+STEP_TIMEOUT_MS = 600_000   # a step that has not returned by then fails (nothing here waits on another process)
 
 
 def _session_config(tf1, optimizers):
-    config = tf1.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=1)
+    config = tf1.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=1,
+                             operation_timeout_in_ms=STEP_TIMEOUT_MS)
     if optimizers == "dependency":
         config.graph_options.rewrite_options.optimizers.append("dependency")
     return config
@@ -94,8 +91,7 @@ def measure(args):
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     model = model_named(args.family)
-    server = tf.distribute.Server({"worker": ["127.0.0.1:{}".format(_free_port())]}, job_name="worker", task_index=0,
-                                  config=_session_config(tf.compat.v1, "dependency"))
+    server = tf.distribute.Server.create_local_server(config=_session_config(tf.compat.v1, "dependency"))
     steps = {"tf.function": function_step(tf, model),
              "tf1 default": tf1_step(tf, model, "default", False),
              "tf1 dependency": tf1_step(tf, model, "dependency", False),
@@ -114,15 +110,32 @@ def measure(args):
     return cpu
 
 
+def _families():
+    from step_time_models import MODELS
+    from paper_models import FAMILIES
+    return sorted(set(MODELS) | set(FAMILIES))
+
+
+def _at_least(low):
+    def parse(text):
+        value = int(text)
+        if value < low:
+            raise argparse.ArgumentTypeError("{} is below {}".format(value, low))
+        return value
+    return parse
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--family", default="inception3", help="a paper_models family (default inception3)")
-    parser.add_argument("--steps", type=int, default=200, help="timed steps of each way, interleaved")
-    parser.add_argument("--warmup", type=int, default=10, help="untimed steps of each way first")
+    parser.add_argument("--family", default="inception3", choices=_families(),
+                        help="a model of step_time_models or paper_models (default inception3)")
+    parser.add_argument("--steps", type=_at_least(1), default=200, help="timed steps of each way, interleaved")
+    parser.add_argument("--warmup", type=_at_least(0), default=10, help="untimed steps of each way first")
     parser.add_argument("--label", default="session_cpu")
     parser.add_argument("--results-dir", help="default: benchmarks/results")
     args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})   # one core, every thread TensorFlow starts too
     import _results
     if args.results_dir:
         _results.RESULTS_DIR = args.results_dir

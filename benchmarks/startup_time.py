@@ -103,7 +103,7 @@ def summary(rounds, configs):
                        step_ms=statistics.median(f["step_ms"] for f in found))
             chosen = sorted({f["chosen"] for f in found if f.get("chosen")})
             if chosen:
-                row["chosen"] = chosen   # AutoStrategy's plan in each round (one name when every round agreed)
+                row["chosen"] = chosen   # the plans AutoStrategy chose over the rounds (one when they agreed)
         if ratios:
             row.update(start_vs_mirrored=statistics.median(r[0] for r in ratios),
                        step_vs_mirrored=statistics.median(r[1] for r in ratios))

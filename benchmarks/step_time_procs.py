@@ -32,7 +32,7 @@ import subprocess
 import threading
 import time
 
-__all__ = ["Proc", "ProcessTable", "cpu_seconds", "thread_cpu_seconds", "parse_ss", "pin", "socket_snapshot", "traffic"]
+__all__ = ["Proc", "ProcessTable", "cpu_seconds", "thread_cpu_seconds", "thread_kind", "parse_ss", "pin", "socket_snapshot", "traffic"]
 
 _TICKS = os.sysconf("SC_CLK_TCK")
 _PID = re.compile(r"pid=(\d+)")
@@ -64,9 +64,9 @@ _DIGITS = re.compile(r"[-_#]?\d+$")
 
 
 def thread_cpu_seconds(pid):
-    """``{thread kind: utime + stime}`` of ``pid``'s threads, the kind being the thread's name
+    """``{tid: (kind, utime + stime)}`` of ``pid``'s threads, the kind being the thread's name
     (``/proc/<pid>/task/<tid>/comm``) without a trailing number, so a pool's threads add up
-    (``tf_Compute``, ``grpc_global_tim``, ``python3``); empty when the process is gone."""
+    (``tf_Compute``, ``grpc_global_tim``, ``python3`` -> ``python``); empty when the process is gone."""
     found = {}
     try:
         tids = os.listdir("/proc/{}/task".format(pid))
@@ -75,14 +75,19 @@ def thread_cpu_seconds(pid):
     for tid in tids:
         try:
             with open("/proc/{}/task/{}/comm".format(pid, tid)) as f:
-                name = _DIGITS.sub("", f.read().strip()) or "?"
+                name = thread_kind(f.read().strip())
             with open("/proc/{}/task/{}/stat".format(pid, tid), "rb") as f:
                 stat = f.read().decode("utf-8", "replace")
         except OSError:
             continue
         fields = stat[stat.rfind(")") + 2:].split()
-        found[name] = found.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / _TICKS
+        found[int(tid)] = (name, (int(fields[11]) + int(fields[12])) / _TICKS)
     return found
+
+
+def thread_kind(name):
+    """A thread's kind: its name without a trailing number (``tf_Compute``, ``python3`` -> ``python``)."""
+    return _DIGITS.sub("", name) or "?"
 
 
 def pin(pid, cpus):

@@ -12,7 +12,7 @@ socket snapshots (``step_time_procs``). A run that produces no timings raises
 ``RunFailed`` naming the process and its last output lines; whatever happens,
 every process of the run is stopped by pid before ``run_config`` returns (a
 Ctrl-C during the stop is held until it is complete). A run takes at most
-``--timeout`` s until worker 0's ``done``, then ``FINISH`` s for the processes
+``--timeout`` s until worker 0's ``loss`` (after its ``done``), then ``FINISH`` s for the processes
 to exit and the stop's grace period.
 """
 import dataclasses
@@ -170,7 +170,7 @@ def _tell(proc, word):
 
 
 def measure(table, events, reporter, release, timeout):
-    """From worker 0's 'ready' to its 'done': the timed steps, their CPU time and traffic."""
+    """From worker 0's 'ready' to its 'done': the timed steps, their CPU time and traffic; then its 'loss'."""
     deadline = time.monotonic() + timeout
     await_event(table, events, "ready", deadline, timeout, starting=True)
     table.discover()

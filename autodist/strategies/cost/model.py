@@ -87,7 +87,7 @@ class Compute:
 
 @dataclasses.dataclass(frozen=True)
 class Prediction:
-    """What one step of a plan is predicted to cost (seconds), and the node that limits it."""
+    """What one step of a plan is predicted to cost (seconds), and the node (or the machine) that limits it."""
 
     step_s: float
     compute_s: float
@@ -197,8 +197,8 @@ def predict(strategy, variables, compute, calibration, chief=None, statistics=No
     bottleneck = max(sorted(per_node), key=per_node.get, default="")
     machine_s, machine = busiest_machine(traffic, list(per_node), calibration)
     comm = max(per_node.get(bottleneck, 0.0), machine_s)
-    if machine_s > per_node.get(bottleneck, 0.0):   # the nodes of one machine, together, set the communication
-        bottleneck = machine_label(machine)
+    if machine_s > per_node.get(bottleneck, 0.0) * (1 + 1e-9):   # the machine's nodes together set it (a tie
+        bottleneck = machine_label(machine)                         # in rounding keeps the node)
     exposed = exposed_comm_s(comm, compute.step_s, calibration.overlap, last_bucket_s(traffic, calibration))
     fixed = fixed_step_s(traffic, calibration)
     wait = wait_s(traffic, compute)

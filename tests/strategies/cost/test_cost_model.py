@@ -448,6 +448,8 @@ def test_nodes_on_one_machine_move_no_more_than_their_collective_bandwidths_toge
     assert together_s(served, nodes, dataclasses.replace(apart, machines={n: n for n in nodes})) == 0.0
     pair = dataclasses.replace(apart, machines={A: "m", B: "m", "10.0.0.3": "x", "10.0.0.4": "y"})
     assert together_s(served, nodes, pair) == pytest.approx((12000.0 + 4000.0) / 1000)
+    assert predict(PS().build_from_variables([w], spec), [w], Compute(1.0), pair).bottleneck == \
+        "machine of {}, {}".format(*sorted([A, B]))   # the machine that binds, named by its own nodes
     plan = predict(PS().build_from_variables([w], spec), [w], Compute(1.0), apart)
     assert plan.comm_s == pytest.approx(busiest) and plan.bottleneck == A   # apart: the busiest node, the server
     ring = step_traffic(AllReduce().build_from_variables([w], spec), [w])
