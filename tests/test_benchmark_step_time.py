@@ -104,6 +104,34 @@ def test_thread_cpu_is_summed_per_kind_of_thread_and_grows_with_work(bench):
     assert thread_cpu_seconds(2 ** 22 + 1) == {}   # no such process (above the largest pid_max Linux allows)
 
 
+def test_hand_ps_starts_the_server_first_and_worker_0_last(bench):
+    from step_time_run import launches
+    plan = launches("hand_ps")
+    assert [(p.name, p.node, p.reporter) for p in plan] == [("ps", 0, False), ("worker1", 1, False),
+                                                            ("worker0", 0, True)]
+    cluster = json.loads(plan[0].role[plan[0].role.index("--cluster") + 1])
+    addresses = cluster["ps"] + cluster["worker"]
+    assert [a.split(":")[0] for a in addresses] == ["127.0.0.1", "127.0.0.1", "127.0.0.2"]
+    assert len({a.split(":")[1] for a in addresses}) == 3
+    chief, = launches("Parallax")
+    assert (chief.node, chief.children_node, chief.reporter) == (0, 1, True)
+
+
+def test_compressed_configurations_pass_the_compressor_and_rows_carry_the_loss(bench):
+    from step_time_run import launches
+    chief, = launches("AllReduce_powersgd")
+    role = chief.role
+    assert role[:3] == ["autodist", "--builder", "AllReduce"]
+    assert json.loads(role[role.index("--builder-args") + 1]) == {"compressor": "PowerSGDCompressor"}
+    plain, = launches("AllReduce")
+    assert json.loads(plain.role[plain.role.index("--builder-args") + 1]) == {}
+    run = {"ms": [1.0], "cpu_s": 0.1, "sent": 8, "cross_node": 4}
+    row = bench.summarize("mlp", "AllReduce_fp16", [dict(run, loss=0.5), dict(run, loss=0.25), dict(run, loss=1.0)],
+                          [], 3)
+    assert row["loss"] == 0.5, "the median over the rounds"
+    assert bench.summarize("mlp", "hand_ps", [run], [], 1)["loss"] is None, "baselines report none"
+
+
 @pytest.mark.slow
 def test_session_cpu_times_every_way_of_running_a_step(tmp_path):
     """``benchmarks/session_cpu.py`` at the tiny size: a row of CPU per step for every way (no timing asserted)."""
