@@ -27,7 +27,6 @@ import contextlib
 import json
 import math
 import os
-import re
 import statistics
 import sys
 import tempfile
@@ -37,17 +36,16 @@ if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
 import _results  # noqa: E402
+from step_time_run import BUCKETS  # noqa: E402
 
 BUILDERS = ("PS", "PSLoadBalancing", "PartitionedPS", "UnevenPartitionedPS", "AllReduce", "PartitionedAR",
             "RandomAxisPartitionAR", "Parallax")
 COMPUTES = ("estimated", "measured")
-#: ``paper_table.py``'s AllReduce with buckets closed by bytes alone: a builder with arguments, one of the best's.
-BUCKETED = re.compile(r"AllReduce_\d+mib$")
 
 
 def best_builder_ms(ms):
     """The fastest measured builder of a cell (``{config: median ms}``), AllReduce's bucket runs included."""
-    return min((value for config, value in ms.items() if config in BUILDERS or BUCKETED.match(config)), default=None)
+    return min((value for config, value in ms.items() if config in BUILDERS or config in BUCKETS), default=None)
 
 
 def parse_calibrations(items):
