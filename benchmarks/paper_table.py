@@ -4,6 +4,7 @@
     sudo python benchmarks/paper_table.py --smoke                # 2 hosts, ncf and vgg16, 3 configs: minutes
     sudo python benchmarks/paper_table.py --hosts 4 --families bert --rounds 1
     sudo python benchmarks/paper_table.py --hosts 2 --families resnet50 --rate 10gbit --calibrate   # issue's ResNet50
+    sudo python benchmarks/paper_table.py --resume               # the table's runs not yet in paper_table.json
 
 Root only. Families (``paper_models``): resnet101, densenet121, inception3,
 vgg16, bert (BERT-large's layers), ncf, scaled down with their variables'
@@ -57,11 +58,22 @@ the link's rate; with a probed duplex d below 1, a node's larger direction
 plus (1 - d) x its smaller) and the step over it, plan + transform seconds and the
 seconds to the first step (autodist), the peak memory of the fullest host,
 the ratio to the best anchor, and AutoStrategy's pick. The JSON goes to
-``benchmarks/results/<label>.json`` after every cell (a stopped run keeps what
+``benchmarks/results/<label>.json`` after every run (a stopped run keeps what
 it measured), the tables and a plot per family to ``--out`` (``paper_table_report``).
 The clusters are removed at the end, also after a failure or Ctrl-C.
+
+The whole table is about 400 runs, more than a working day on this machine's
+two cores. ``--resume`` continues the record of ``--label``: a cell (family,
+hosts, replicas) keeps its compute and link rate, a configuration that already
+ran or failed in a round is not run again in it, a number of hosts with nothing
+left makes no cluster. The same command, repeated, finishes the table; more
+families, hosts, configurations or rounds extend it. The settings a run is
+measured under (``RESUMED_SETTINGS``) must be the record's, or it refuses. With
+``--calibrate`` a resumed cell is probed again on its new cluster (AutoStrategy
+plans with that probe) and its bound takes the latest probe.
 """
 import argparse
+import json
 import math
 import os
 import statistics
@@ -94,6 +106,8 @@ MAX_STEPS = 200
 #: Timed steps of the single-replica compute run at least (its median sets the cell's link rate: 6 steps of
 #: ncf read 0.77 and 0.54 ms on two runs, links at 250 and 355 Mbit/s).
 COMPUTE_STEPS = 30
+#: What a run is measured under: ``--resume`` continues a record only under the same.
+RESUMED_SETTINGS = ("replicas", "steps", "min_timed_s", "warmup", "rate", "calibrate", "threads", "pin")
 SMOKE = {"hosts": [2], "families": ["ncf", "vgg16"], "configs": ["mwms_25mib", "PSLoadBalancing", "AutoStrategy"],
          "rounds": 1, "steps": 3, "warmup": 2, "min_timed_s": 0.0}
 
@@ -132,12 +146,36 @@ def timed_steps(steps, min_timed_s, compute_s):
     return max(steps, min(MAX_STEPS, math.ceil(min_timed_s / max(compute_s, 1e-6))))
 
 
-def run_cell(cluster, cell, args, save):
-    """One family (``cell["family"]``) on one cluster: compute, rate, then every configuration in rounds, filling
-    ``cell`` as the runs come (``save()`` after each)."""
+def pending(cell, configs, rounds):
+    """``[(round, config)]`` a cell has still to run, in the order they run: a configuration has its round ``r``
+    once it ran or failed ``r`` times (a failure is reported, not retried)."""
+    def tried(config):
+        return len(cell.get("runs", {}).get(config, ())) + len(cell.get("errors", {}).get(config, ()))
+    return [(r, config) for r in range(1, rounds + 1) for config in configs if tried(config) < r]
+
+
+class Progress:
+    """Runs done out of the command's total, and the time left at the mean of the runs so far."""
+
+    def __init__(self, total):
+        self.total, self.done, self.seconds = total, 0, 0.0
+
+    def prefix(self):
+        return "({}/{})".format(self.done + 1, self.total)
+
+    def ran(self, seconds):
+        self.done += 1
+        self.seconds += seconds
+        if self.done >= self.total:
+            return "no run left"
+        return "{} runs left, about {:.0f} min".format(self.total - self.done,
+                                                       (self.total - self.done) * self.seconds / self.done / 60)
+
+
+def measure_cell(cluster, cell, args):
+    """A new cell's compute, link rate and timed steps (a resumed cell keeps those it recorded)."""
     name = cell["family"]
     model = FAMILIES[name]
-    cell.update(hosts=cluster.nodes, replicas=cluster.replicas, batch=model.batch, runs={}, errors={})
     compute = run_on_cluster(cluster, name, COMPUTE, _with_steps(args, max(args.steps, COMPUTE_STEPS)))
     cell["compute_ms"] = statistics.median(compute["ms"])
     cell["shared_compute_ms"] = cell["compute_ms"] * sharing(cluster.nodes, cluster.replicas, args.cores)
@@ -145,12 +183,28 @@ def run_cell(cluster, cell, args, save):
     cell["wire_bytes"] = wire_bytes(model)
     cell["rate"] = args.rate or emulated_rate(name, model, cell["shared_compute_ms"] / 1e3)
     cell["fixed_rate"] = bool(args.rate)
+    cell["steps"] = timed_steps(args.steps, args.min_timed_s, cell["shared_compute_ms"] / 1e3)
+
+
+def run_cell(cluster, cell, args, save, progress=None):
+    """One family (``cell["family"]``) on one cluster: compute and rate (unless the cell has them), then the
+    configurations of ``pending``, round by round, filling ``cell`` as the runs come (``save()`` after each)."""
+    name = cell["family"]
+    model = FAMILIES[name]
+    todo = pending(cell, args.configs, args.rounds)
+    if not todo:
+        return
+    cell.update(hosts=cluster.nodes, replicas=cluster.replicas, batch=model.batch)
+    cell.setdefault("runs", {})
+    cell.setdefault("errors", {})
+    resumed = "compute_ms" in cell
+    if not resumed:
+        measure_cell(cluster, cell, args)
     cluster.reshape(cell["rate"])
     cluster.use_spec("{}-{}".format(name, cluster.nodes))
-    cell["steps"] = timed_steps(args.steps, args.min_timed_s, cell["shared_compute_ms"] / 1e3)
-    print("{} on {} hosts: compute {:.1f} ms ({:.1f} ms shared), links at {:.0f} Mbit/s, {} timed steps a run".format(
-        name, cluster.nodes, cell["compute_ms"], cell["shared_compute_ms"], cell["rate"] / 1e6, cell["steps"]),
-        flush=True)
+    print("{} on {} hosts{}: compute {:.1f} ms ({:.1f} ms shared), links at {:.0f} Mbit/s, {} timed steps a "
+          "run".format(name, cluster.nodes, ", resumed" if resumed else "", cell["compute_ms"],
+                       cell["shared_compute_ms"], cell["rate"] / 1e6, cell["steps"]), flush=True)
     if args.calibrate:
         found = cluster.calibration()
         cell["calibration"] = {node: rate * 8 for node, rate in found["link_bandwidth"].items()}
@@ -161,21 +215,23 @@ def run_cell(cluster, cell, args, save):
         print("probed links: slowest {:.0f} Mbit/s, duplex {:.2f}".format(cell["link_rate"] / 1e6, cell["duplex"]),
               flush=True)
     args = _with_steps(args, cell["steps"])
-    for round_index in range(1, args.rounds + 1):
-        for config in args.configs:
-            print("[{} hosts, {}, round {}/{}] {} ...".format(cluster.nodes, name, round_index, args.rounds, config),
-                  end=" ", flush=True)
-            started = time.monotonic()
-            try:
-                result = run_on_cluster(cluster, name, config, args)
-            except (RunFailed, OSError, subprocess.SubprocessError, ValueError) as e:
-                cell["errors"].setdefault(config, []).append("round {}: {}".format(round_index, e))
-                print("FAILED: {}".format(str(e)[:300]), flush=True)
-                continue
-            cell["runs"].setdefault(config, []).append(result)
-            print("median {:.1f} ms ({:.0f} s)".format(statistics.median(result["ms"]), time.monotonic() - started),
-                  flush=True)
+    progress = progress or Progress(len(todo))
+    for round_index, config in todo:
+        print("{} [{} hosts, {}, round {}/{}] {} ...".format(progress.prefix(), cluster.nodes, name, round_index,
+                                                            args.rounds, config), end=" ", flush=True)
+        started = time.monotonic()
+        try:
+            result = run_on_cluster(cluster, name, config, args)
+        except (RunFailed, OSError, subprocess.SubprocessError, ValueError) as e:
+            cell["errors"].setdefault(config, []).append("round {}: {}".format(round_index, e))
+            print("FAILED: {} ({})".format(str(e)[:300], progress.ran(time.monotonic() - started)), flush=True)
             save()
+            continue
+        result["wall_s"] = time.monotonic() - started
+        cell["runs"].setdefault(config, []).append(result)
+        print("median {:.1f} ms ({:.0f} s; {})".format(statistics.median(result["ms"]), result["wall_s"],
+                                                      progress.ran(result["wall_s"])), flush=True)
+        save()
 
 
 def _rate(text):
@@ -216,6 +272,8 @@ def _parser():
     parser.add_argument("--pin", action=argparse.BooleanOptionalAction, default=True, help="node k on core k")
     parser.add_argument("--timeout", type=float, default=900.0, help="s one run may take")
     parser.add_argument("--label", default=None, help="results name (default paper_table, paper_table_smoke)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue benchmarks/results/<label>.json: only the runs it lacks")
     parser.add_argument("--out", default=None, help="directory of the tables and plots (default benchmarks/results)")
     parser.add_argument("--results-dir", default=None)
     return parser
@@ -231,6 +289,49 @@ def options(argv=None):
     return args
 
 
+class ResumeRefused(Exception):
+    """``--resume`` of a record this command cannot continue (the message names the file and why)."""
+
+
+def settings(args):
+    return {key: getattr(args, key) for key in RESUMED_SETTINGS}
+
+
+def resumed_record(path, args):
+    """The record ``--resume`` continues (``None`` where there is none yet), checked against ``args``."""
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path) as handle:
+            found = json.load(handle)
+        record = found.get("results", found)   # _results.save wraps the record
+        cells = record["cells"]
+        if not isinstance(cells, list):
+            raise ValueError("its cells are not a list")
+    except (OSError, ValueError, KeyError, AttributeError) as e:
+        raise ResumeRefused("{}: not a paper_table.py record ({}: {}); pass another --label".format(
+            path, type(e).__name__, e)) from None
+    if "settings" not in record:
+        raise ResumeRefused("{} does not say what its runs were measured under (it predates --resume); pass another "
+                            "--label".format(path))
+    wanted = settings(args)
+    differing = ["{} {!r} (recorded {!r})".format(key, wanted[key], record["settings"].get(key))
+                 for key in RESUMED_SETTINGS if record["settings"].get(key) != wanted[key]]
+    if differing:
+        raise ResumeRefused("{} was measured under other settings: {}; run with the recorded ones or pass another "
+                            "--label".format(path, ", ".join(differing)))
+    return record
+
+
+def cell_of(record, family, hosts, replicas):
+    """The record's cell of (family, hosts, replicas), added to it if it has none."""
+    for cell in record["cells"]:
+        if (cell["family"], cell.get("hosts"), cell.get("replicas", 1)) == (family, hosts, replicas):
+            return cell
+    record["cells"].append({"family": family, "hosts": hosts, "replicas": replicas})
+    return record["cells"][-1]
+
+
 def main(argv=None):
     args = options(argv)
     if os.geteuid() != 0:
@@ -239,28 +340,46 @@ def main(argv=None):
     if args.results_dir:
         _results.RESULTS_DIR = args.results_dir
     args.cores, args.package_root = sorted(os.sched_getaffinity(0)), REPO
+    path = os.path.join(_results.RESULTS_DIR, args.label + ".json")
+    try:
+        record = resumed_record(path, args) if args.resume else None
+    except ResumeRefused as e:
+        print("paper_table: {}".format(e), file=sys.stderr)
+        return 2
     from autodist.runner.console import quiet_tensorflow_start
     quiet_tensorflow_start()   # this process imports TensorFlow (the families' counts): no start-up chatter
     out = args.out or _results.RESULTS_DIR
-    record = {"cells": [], "load_start": os.getloadavg(), "argv": sys.argv[1:] if argv is None else argv,
-              "replicas": args.replicas, "cores": len(args.cores), "interrupted": False}
+    if record is None:
+        record = {"cells": [], "load_start": os.getloadavg(), "argv": sys.argv[1:] if argv is None else argv,
+                  "replicas": args.replicas, "cores": len(args.cores), "settings": settings(args)}
+    else:
+        record.setdefault("resumed", []).append({"argv": sys.argv[1:] if argv is None else argv,
+                                                 "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                                                 "load_start": os.getloadavg()})
+    record["interrupted"] = False
+    cells = {(hosts, name): cell_of(record, name, hosts, args.replicas) for hosts in args.hosts
+             for name in args.families}
+    progress = Progress(sum(len(pending(cell, args.configs, args.rounds)) for cell in cells.values()))
+    print("{} runs to go{}".format(progress.total, " (resuming {})".format(path) if record.get("resumed") else ""),
+          flush=True)
 
     def save():
         record["load_end"] = os.getloadavg()
-        _results.save(args.label, record)
+        _results.save(args.label, {**record, "cells": [c for c in record["cells"] if "compute_ms" in c]})
 
     directory = os.path.join(_results.RESULTS_DIR, "specs")
     os.makedirs(directory, exist_ok=True)
     try:
         for hosts in args.hosts:
+            if not any(pending(cells[hosts, name], args.configs, args.rounds) for name in args.families):
+                continue
             with BenchCluster("1gbit", args, directory, nodes=hosts, replicas=args.replicas) as cluster:
                 for name in args.families:
-                    record["cells"].append({"family": name})
-                    run_cell(cluster, record["cells"][-1], args, save)
+                    run_cell(cluster, cells[hosts, name], args, save, progress)
                     save()
     except KeyboardInterrupt:
         record["interrupted"] = True
-        print("\ninterrupted; the cluster was removed; results so far follow")
+        print("\ninterrupted; the cluster was removed; results so far follow (--resume continues them)")
     record["cells"] = [c for c in record["cells"] if "compute_ms" in c]
     save()
     from paper_table_report import report

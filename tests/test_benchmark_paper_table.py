@@ -185,6 +185,105 @@ def test_smoke_settings_replace_the_command_lines(bench):
     assert args.hosts == [4, 8] and args.families == ["bert"] and args.label == "paper_table" and args.rounds == 2
 
 
+def test_a_configuration_that_ran_or_failed_in_a_round_is_not_pending_in_it(bench):
+    cell = {"runs": {"hand_ps": [{}, {}], "PS": [{}]}, "errors": {"PS": ["round 2: boom"], "AllReduce": ["x"]}}
+    configs = ["hand_ps", "PS", "AllReduce", "Parallax"]
+    assert bench.pending(cell, configs, 2) == [(1, "Parallax"), (2, "AllReduce"), (2, "Parallax")]
+    assert bench.pending(cell, configs, 3) == [(1, "Parallax"), (2, "AllReduce"), (2, "Parallax"), (3, "hand_ps"),
+                                               (3, "PS"), (3, "AllReduce"), (3, "Parallax")]
+    assert bench.pending({"family": "ncf"}, ["PS"], 1) == [(1, "PS")]
+
+
+def test_resume_continues_only_a_record_measured_under_the_same_settings(bench, tmp_path):
+    args = bench.options(["--steps", "9"])
+    path = tmp_path / "t.json"
+    assert bench.resumed_record(str(path), args) is None   # nothing yet: a new table
+    path.write_text(json.dumps({"results": {"cells": [], "settings": bench.settings(args)}}))
+    assert bench.resumed_record(str(path), args)["cells"] == []
+    with pytest.raises(bench.ResumeRefused, match=r"t\.json was measured under other settings: steps 6 \(recorded 9\)"):
+        bench.resumed_record(str(path), bench.options([]))
+    path.write_text(json.dumps({"results": {"cells": []}}))
+    with pytest.raises(bench.ResumeRefused, match="predates --resume"):
+        bench.resumed_record(str(path), args)
+    path.write_text("{")
+    with pytest.raises(bench.ResumeRefused, match="not a paper_table.py record"):
+        bench.resumed_record(str(path), args)
+
+
+class _Cluster:
+    """What ``run_cell`` and ``main`` use of ``BenchCluster``, no namespaces: the rates and specs it was given."""
+    made = []
+
+    def __init__(self, rate, args, directory, nodes=2, replicas=1):
+        self.nodes, self.replicas, self.rates, self.specs = nodes, replicas, [], []
+        _Cluster.made.append(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def reshape(self, rate):
+        self.rates.append(rate)
+
+    def use_spec(self, label):
+        self.specs.append(label)
+
+
+def _fake_runs(bench, monkeypatch, fail=()):
+    """``run_on_cluster`` replaced: each call recorded as (hosts, family, config); ``compute`` 10 ms a step."""
+    calls = []
+
+    def run(cluster, family, config, args):
+        calls.append((cluster.nodes, family, config))
+        if config in fail:
+            raise bench.RunFailed("{} failed".format(config))
+        return {"ms": [10.0] * args.steps}
+    monkeypatch.setattr(bench, "run_on_cluster", run)
+    return calls
+
+
+def test_a_resumed_table_runs_what_its_record_lacks_and_keeps_each_cells_compute_and_rate(bench, monkeypatch,
+                                                                                        tmp_path, capsys):
+    import paper_table_report
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(bench, "BenchCluster", _Cluster)
+    monkeypatch.setattr(paper_table_report, "report", lambda record, out, label: [])
+    monkeypatch.setattr("autodist.runner.console.quiet_tensorflow_start", lambda: None)
+    common = ["--results-dir", str(tmp_path), "--label", "t", "--families", "ncf", "--rounds", "1"]
+    calls = _fake_runs(bench, monkeypatch, fail={"PS"})
+    assert bench.main(common + ["--hosts", "2", "--configs", "hand_ps", "PS"]) == 0
+    first = json.loads((tmp_path / "t.json").read_text())["results"]
+    assert calls == [(2, "ncf", "compute"), (2, "ncf", "hand_ps"), (2, "ncf", "PS")]
+    rate = first["cells"][0]["rate"]
+    assert "(2/2) [2 hosts, ncf, round 1/1] PS ... FAILED: PS failed (no run left)" in capsys.readouterr().out
+
+    _Cluster.made.clear()
+    calls = _fake_runs(bench, monkeypatch)
+    # a second round, a configuration more and 4 hosts: the 2-host cell keeps its compute and rate, PS's failure
+    # stands for round 1 and the 4-host cell measures its own compute
+    assert bench.main(common[:-1] + ["2", "--resume", "--hosts", "2", "4", "--configs", "hand_ps", "PS",
+                                     "Parallax"]) == 0
+    assert calls == [(2, "ncf", "Parallax"), (2, "ncf", "hand_ps"), (2, "ncf", "PS"), (2, "ncf", "Parallax"),
+                     (4, "ncf", "compute"), (4, "ncf", "hand_ps"), (4, "ncf", "PS"), (4, "ncf", "Parallax"),
+                     (4, "ncf", "hand_ps"), (4, "ncf", "PS"), (4, "ncf", "Parallax")]
+    assert _Cluster.made[0].rates == [rate]
+    record = json.loads((tmp_path / "t.json").read_text())["results"]
+    cells = {c["hosts"]: c for c in record["cells"]}
+    assert {config: len(runs) for config, runs in cells[2]["runs"].items()} == {"hand_ps": 2, "PS": 1, "Parallax": 2}
+    assert cells[2]["errors"] == {"PS": ["round 1: PS failed"]} and cells[2]["rate"] == rate
+    assert len(record["resumed"]) == 1 and not record["interrupted"]
+    assert "(10/10) [4 hosts, ncf, round 2/2] Parallax" in capsys.readouterr().out
+
+    _Cluster.made.clear()
+    calls = _fake_runs(bench, monkeypatch)
+    assert bench.main(common[:-1] + ["2", "--resume", "--hosts", "2", "4", "--configs", "hand_ps"]) == 0
+    assert calls == [] and _Cluster.made == []   # nothing left: no cluster is made
+    assert bench.main(common + ["--resume", "--hosts", "2", "--steps", "7"]) == 2
+    assert "measured under other settings: steps 7 (recorded 6)" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 @pytest.mark.cluster
 def test_smoke_run_makes_the_table_and_removes_its_cluster(tmp_path, monkeypatch):
@@ -197,13 +296,21 @@ def test_smoke_run_makes_the_table_and_removes_its_cluster(tmp_path, monkeypatch
     if reason:
         tiers.unavailable("cluster", reason)
     configs = ["mwms_25mib", "AutoStrategy"]
-    argv = [sys.executable, SCRIPT, "--hosts", "2", "--families", "ncf", "--configs"] + configs + [
-        "--rounds", "1", "--steps", "3", "--warmup", "2", "--timeout", "400", "--results-dir", str(tmp_path),
-        "--out", str(tmp_path), "--label", "smoke"]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
-    names = set(re.findall(r"cluster '(bench\d+)'", done.stdout))
+    argv = [sys.executable, SCRIPT, "--hosts", "2", "--families", "ncf", "--rounds", "1", "--steps", "3",
+            "--warmup", "2", "--timeout", "400", "--results-dir", str(tmp_path), "--out", str(tmp_path),
+            "--label", "smoke", "--configs"]
+    # the anchor first; the same command resumed with AutoStrategy added runs only AutoStrategy, on a new cluster
+    first = subprocess.run(argv + configs[:1], capture_output=True, text=True, timeout=1800)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    anchor = json.loads((tmp_path / "smoke.json").read_text())["results"]["cells"][0]
+    done = subprocess.run(argv + configs + ["--resume"], capture_output=True, text=True, timeout=1800)
+    names = set(re.findall(r"cluster '(bench\d+)'", first.stdout + done.stdout))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "1 runs to go (resuming" in done.stdout and "ncf on 2 hosts, resumed" in done.stdout
     record = json.loads((tmp_path / "smoke.json").read_text())["results"]
+    kept = record["cells"][0]
+    assert (kept["compute_ms"], kept["rate"], kept["runs"]["mwms_25mib"]) == (
+        anchor["compute_ms"], anchor["rate"], anchor["runs"]["mwms_25mib"])
     cells = {(c["family"], c["hosts"]): c for c in record["cells"]}
     assert set(cells) == {("ncf", 2)}
     for cell in cells.values():
@@ -216,7 +323,7 @@ def test_smoke_run_makes_the_table_and_removes_its_cluster(tmp_path, monkeypatch
     assert {p.name for p in tmp_path.iterdir()} >= {"smoke" + TABLE, "smoke-ncf.png"}
     assert "goals (issue 40)" in done.stdout and "Traceback" not in done.stdout
     left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30).stdout
-    assert names and not any("autodist-{}-".format(name) in left for name in names), left
+    assert len(names) == 2 and not any("autodist-{}-".format(name) in left for name in names), left
 
 
 def test_the_model_check_prices_every_builder_of_a_cell_with_the_calibration_its_run_recorded(monkeypatch, tmp_path,
