@@ -13,7 +13,8 @@ def save(name, results):
     record = {"benchmark": name, "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "machine": platform.machine(),
               "cpus": os.cpu_count(), "results": results}
     path = os.path.join(RESULTS_DIR, name + ".json")
-    with open(path, "w") as f:
+    with open(path + ".tmp", "w") as f:   # whole or not at all: a run stopped mid-write keeps the last record
         json.dump(record, f, indent=2)
+    os.replace(path + ".tmp", path)
     print("saved", path)
     return path

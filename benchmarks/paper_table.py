@@ -1,10 +1,10 @@
 """The paper's table, emulated: six model families on 2, 4 and 8 hosts of an ``autodist cluster`` (issue 40).
 
-    sudo python benchmarks/paper_table.py                        # every family, 2 4 8 hosts, every plan, 2 rounds
+    sudo python benchmarks/paper_table.py --resume               # every family, 2 4 8 hosts, every plan, 2 rounds:
+                                                                 # the runs paper_table_full.json does not have yet
     sudo python benchmarks/paper_table.py --smoke                # 2 hosts, ncf and vgg16, 3 configs: minutes
-    sudo python benchmarks/paper_table.py --hosts 4 --families bert --rounds 1
-    sudo python benchmarks/paper_table.py --hosts 2 --families resnet50 --rate 10gbit --calibrate   # issue's ResNet50
-    sudo python benchmarks/paper_table.py --resume               # the table's runs not yet in paper_table.json
+    sudo python benchmarks/paper_table.py --hosts 4 --families bert --rounds 1 --label bert_4h
+    sudo python benchmarks/paper_table.py --hosts 2 --families resnet50 --rate 10gbit --calibrate --label resnet50_2h
 
 Root only. Families (``paper_models``): resnet101, densenet121, inception3,
 vgg16, bert (BERT-large's layers), ncf, scaled down with their variables'
@@ -65,12 +65,17 @@ The clusters are removed at the end, also after a failure or Ctrl-C.
 The whole table is about 400 runs, more than a working day on this machine's
 two cores. ``--resume`` continues the record of ``--label``: a cell (family,
 hosts, replicas) keeps its compute and link rate, a configuration that already
-ran or failed in a round is not run again in it, a number of hosts with nothing
-left makes no cluster. The same command, repeated, finishes the table; more
-families, hosts, configurations or rounds extend it. The settings a run is
-measured under (``RESUMED_SETTINGS``) must be the record's, or it refuses. With
-``--calibrate`` a resumed cell is probed again on its new cluster (AutoStrategy
-plans with that probe) and its bound takes the latest probe.
+ran or failed in a round is not run again in it (``--retry-failed`` runs the
+failed ones again), a number of hosts with nothing left makes no cluster. The
+same command, repeated, finishes the table; more families, hosts,
+configurations or rounds extend it. The settings a run is measured under
+(``RESUMED_SETTINGS`` and the number of cores) must be the record's, or it
+refuses; each invocation is a ``session`` of the record (its command, commit,
+load, whether it was interrupted). Without ``--resume`` an existing record is
+replaced only with ``--overwrite`` (or ``--smoke``). A cell whose compute run
+fails is listed under ``failed`` and the table goes on. With ``--calibrate`` a
+resumed cell is probed again on its new cluster (AutoStrategy plans with that
+probe) and its bound takes the latest probe.
 """
 import argparse
 import json
@@ -148,10 +153,19 @@ def timed_steps(steps, min_timed_s, compute_s):
 
 def pending(cell, configs, rounds):
     """``[(round, config)]`` a cell has still to run, in the order they run: a configuration has its round ``r``
-    once it ran or failed ``r`` times (a failure is reported, not retried)."""
+    once it ran or failed ``r`` times (a failure is reported, not retried unless ``--retry-failed``)."""
     def tried(config):
         return len(cell.get("runs", {}).get(config, ())) + len(cell.get("errors", {}).get(config, ()))
     return [(r, config) for r in range(1, rounds + 1) for config in configs if tried(config) < r]
+
+
+def measured(cell):
+    """Whether a cell has its compute, link rate and timed steps (all or none: ``measure_cell`` sets them at once)."""
+    return "steps" in cell
+
+
+class CellFailed(Exception):
+    """A cell's compute run failed: its configurations cannot run (the message names the family and hosts)."""
 
 
 class Progress:
@@ -166,38 +180,56 @@ class Progress:
     def ran(self, seconds):
         self.done += 1
         self.seconds += seconds
-        if self.done >= self.total:
+        left = self.total - self.done
+        if left <= 0:
             return "no run left"
-        return "{} runs left, about {:.0f} min".format(self.total - self.done,
-                                                       (self.total - self.done) * self.seconds / self.done / 60)
+        return "{} left, about {:.0f} min".format(_runs(left), left * self.seconds / self.done / 60)
+
+
+def _runs(count):
+    return "{} run{}".format(count, "" if count == 1 else "s")
 
 
 def measure_cell(cluster, cell, args):
-    """A new cell's compute, link rate and timed steps (a resumed cell keeps those it recorded)."""
+    """A new cell's compute, link rate and timed steps, set together (a resumed cell keeps those it recorded)."""
     name = cell["family"]
     model = FAMILIES[name]
-    compute = run_on_cluster(cluster, name, COMPUTE, _with_steps(args, max(args.steps, COMPUTE_STEPS)))
-    cell["compute_ms"] = statistics.median(compute["ms"])
-    cell["shared_compute_ms"] = cell["compute_ms"] * sharing(cluster.nodes, cluster.replicas, args.cores)
-    cell["paper_ratio"] = paper_ratio(PAPER[name])
-    cell["wire_bytes"] = wire_bytes(model)
-    cell["rate"] = args.rate or emulated_rate(name, model, cell["shared_compute_ms"] / 1e3)
-    cell["fixed_rate"] = bool(args.rate)
-    cell["steps"] = timed_steps(args.steps, args.min_timed_s, cell["shared_compute_ms"] / 1e3)
+    try:
+        compute = run_on_cluster(cluster, name, COMPUTE, _with_steps(args, max(args.steps, COMPUTE_STEPS)))
+    except (RunFailed, OSError, subprocess.SubprocessError, ValueError) as e:
+        raise CellFailed("{} on {} hosts: its compute run failed: {}".format(name, cluster.nodes, e)) from None
+    compute_ms = statistics.median(compute["ms"])
+    shared_ms = compute_ms * sharing(cluster.nodes, cluster.replicas, args.cores)
+    cell.update(compute_ms=compute_ms, shared_compute_ms=shared_ms, paper_ratio=paper_ratio(PAPER[name]),
+                wire_bytes=wire_bytes(model), rate=args.rate or emulated_rate(name, model, shared_ms / 1e3),
+                fixed_rate=bool(args.rate), batch=model.batch,
+                steps=timed_steps(args.steps, args.min_timed_s, shared_ms / 1e3))
 
 
-def run_cell(cluster, cell, args, save, progress=None):
+def calibrate_cell(cluster, cell):
+    """Probe the cell's cluster (``--calibrate``); the bound takes the latest probe."""
+    found = cluster.calibration()
+    cell["calibration"] = {node: rate * 8 for node, rate in found["link_bandwidth"].items()}
+    # the bound's link: the slowest the probe measured where the machine cannot fill the shaped rate, and
+    # whether a node moves bytes both ways at once (the cores that carry them also compute)
+    cell["link_rate"] = min([cell["rate"]] + list(cell["calibration"].values()))
+    cell["duplex"] = found["rpc_duplex"]
+    print("probed links: slowest {:.0f} Mbit/s, duplex {:.2f}".format(cell["link_rate"] / 1e6, cell["duplex"]),
+          flush=True)
+
+
+def run_cell(cluster, cell, args, save, progress):
     """One family (``cell["family"]``) on one cluster: compute and rate (unless the cell has them), then the
-    configurations of ``pending``, round by round, filling ``cell`` as the runs come (``save()`` after each)."""
+    configurations of ``pending``, round by round, filling ``cell`` as the runs come (``save()`` after each).
+    Raises ``CellFailed`` when the compute run fails."""
     name = cell["family"]
-    model = FAMILIES[name]
     todo = pending(cell, args.configs, args.rounds)
     if not todo:
         return
-    cell.update(hosts=cluster.nodes, replicas=cluster.replicas, batch=model.batch)
+    cell.update(hosts=cluster.nodes, replicas=cluster.replicas)
     cell.setdefault("runs", {})
     cell.setdefault("errors", {})
-    resumed = "compute_ms" in cell
+    resumed = measured(cell)
     if not resumed:
         measure_cell(cluster, cell, args)
     cluster.reshape(cell["rate"])
@@ -206,16 +238,8 @@ def run_cell(cluster, cell, args, save, progress=None):
           "run".format(name, cluster.nodes, ", resumed" if resumed else "", cell["compute_ms"],
                        cell["shared_compute_ms"], cell["rate"] / 1e6, cell["steps"]), flush=True)
     if args.calibrate:
-        found = cluster.calibration()
-        cell["calibration"] = {node: rate * 8 for node, rate in found["link_bandwidth"].items()}
-        # the bound's link: the slowest the probe measured where the machine cannot fill the shaped rate, and
-        # whether a node moves bytes both ways at once (the cores that carry them also compute)
-        cell["link_rate"] = min([cell["rate"]] + list(cell["calibration"].values()))
-        cell["duplex"] = found["rpc_duplex"]
-        print("probed links: slowest {:.0f} Mbit/s, duplex {:.2f}".format(cell["link_rate"] / 1e6, cell["duplex"]),
-              flush=True)
+        calibrate_cell(cluster, cell)
     args = _with_steps(args, cell["steps"])
-    progress = progress or Progress(len(todo))
     for round_index, config in todo:
         print("{} [{} hosts, {}, round {}/{}] {} ...".format(progress.prefix(), cluster.nodes, name, round_index,
                                                             args.rounds, config), end=" ", flush=True)
@@ -271,9 +295,14 @@ def _parser():
     parser.add_argument("--threads", type=int, default=1, help="intra- and inter-op threads per process")
     parser.add_argument("--pin", action=argparse.BooleanOptionalAction, default=True, help="node k on core k")
     parser.add_argument("--timeout", type=float, default=900.0, help="s one run may take")
-    parser.add_argument("--label", default=None, help="results name (default paper_table, paper_table_smoke)")
+    parser.add_argument("--label", default=None,
+                        help="results name (default paper_table_full, paper_table_smoke with --smoke)")
     parser.add_argument("--resume", action="store_true",
                         help="continue benchmarks/results/<label>.json: only the runs it lacks")
+    parser.add_argument("--retry-failed", action="store_true",
+                        help="with --resume: run again the configurations that failed (their errors kept as "
+                             "'retried')")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing <label>.json")
     parser.add_argument("--out", default=None, help="directory of the tables and plots (default benchmarks/results)")
     parser.add_argument("--results-dir", default=None)
     return parser
@@ -285,16 +314,26 @@ def options(argv=None):
     if args.smoke:
         for key, value in SMOKE.items():
             setattr(args, key, value)
-    args.label = args.label or ("paper_table_smoke" if args.smoke else "paper_table")
+    args.label = args.label or ("paper_table_smoke" if args.smoke else "paper_table_full")
     return args
 
 
 class ResumeRefused(Exception):
-    """``--resume`` of a record this command cannot continue (the message names the file and why)."""
+    """A record this command must not continue or replace (the message names the file, why and what to do)."""
 
 
 def settings(args):
     return {key: getattr(args, key) for key in RESUMED_SETTINGS}
+
+
+def _commit():
+    """The checkout's commit, or ``None`` outside a git checkout."""
+    try:
+        done = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
 
 
 def resumed_record(path, args):
@@ -314,12 +353,41 @@ def resumed_record(path, args):
     if "settings" not in record:
         raise ResumeRefused("{} does not say what its runs were measured under (it predates --resume); pass another "
                             "--label".format(path))
-    wanted = settings(args)
-    differing = ["{} {!r} (recorded {!r})".format(key, wanted[key], record["settings"].get(key))
-                 for key in RESUMED_SETTINGS if record["settings"].get(key) != wanted[key]]
+    wanted = dict(settings(args), cores=len(args.cores))
+    recorded = dict(record["settings"], cores=record.get("cores"))
+    differing = ["{} {!r} (recorded {!r})".format(key, wanted[key], recorded.get(key))
+                 for key in wanted if recorded.get(key) != wanted[key]]
     if differing:
         raise ResumeRefused("{} was measured under other settings: {}; run with the recorded ones or pass another "
                             "--label".format(path, ", ".join(differing)))
+    return record
+
+
+def open_record(path, args):
+    """The record this command fills: the one ``--resume`` continues, else a new one (an existing file is
+    replaced only with ``--overwrite`` or ``--smoke``), with this command's session appended."""
+    record = resumed_record(path, args) if args.resume else None
+    if record is None and os.path.exists(path) and not (args.overwrite or args.smoke):
+        raise ResumeRefused("{} exists: --resume continues it, --overwrite replaces it, --label names another "
+                            "record".format(path))
+    if args.resume:
+        print("no record at {} yet: a new table".format(path) if record is None else "resuming {} ({} cells "
+              "measured)".format(path, sum(measured(c) for c in record["cells"])), flush=True)
+    if record is None:
+        record = {"cells": [], "load_start": os.getloadavg(), "replicas": args.replicas, "cores": len(args.cores),
+                  "settings": settings(args), "sessions": []}
+    if args.retry_failed:
+        for cell in record["cells"]:
+            for config in [c for c in cell.get("errors", {}) if c in args.configs]:
+                cell.setdefault("retried", {}).setdefault(config, []).extend(cell["errors"].pop(config))
+    sessions = record.setdefault("sessions", [])
+    commit = _commit()
+    if sessions and sessions[-1].get("commit") != commit:
+        print("note: the record's last runs were made at commit {}, these at {}".format(sessions[-1].get("commit"),
+                                                                                         commit), flush=True)
+    sessions.append({"argv": args.argv, "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "commit": commit,
+                     "load_start": os.getloadavg(), "interrupted": False})
+    record["interrupted"] = False   # the latest session's
     return record
 
 
@@ -332,59 +400,62 @@ def cell_of(record, family, hosts, replicas):
     return record["cells"][-1]
 
 
+def run_table(record, args, save):
+    """Every pending run of the command's cells, host count by host count (one cluster each, none where nothing is
+    left); a cell whose compute run fails is recorded in ``record["failed"]`` and the table goes on."""
+    cells = {(hosts, name): cell_of(record, name, hosts, args.replicas) for hosts in args.hosts
+             for name in args.families}
+    progress = Progress(sum(len(pending(cell, args.configs, args.rounds)) for cell in cells.values()))
+    print("{} to go".format(_runs(progress.total)), flush=True)
+    directory = os.path.join(_results.RESULTS_DIR, "specs")
+    os.makedirs(directory, exist_ok=True)
+    for hosts in args.hosts:
+        if not any(pending(cells[hosts, name], args.configs, args.rounds) for name in args.families):
+            continue
+        with BenchCluster("1gbit", args, directory, nodes=hosts, replicas=args.replicas) as cluster:
+            for name in args.families:
+                try:
+                    run_cell(cluster, cells[hosts, name], args, save, progress)
+                except CellFailed as e:
+                    print("FAILED: {}".format(e), flush=True)
+                    progress.total -= len(pending(cells[hosts, name], args.configs, args.rounds))
+                    record.setdefault("failed", []).append({"family": name, "hosts": hosts, "error": str(e),
+                                                            "time": time.strftime("%Y-%m-%dT%H:%M:%S")})
+                save()
+
+
 def main(argv=None):
     args = options(argv)
+    args.argv = sys.argv[1:] if argv is None else argv
     if os.geteuid() != 0:
         print("paper_table: autodist cluster needs root", file=sys.stderr)
         return 2
     if args.results_dir:
         _results.RESULTS_DIR = args.results_dir
     args.cores, args.package_root = sorted(os.sched_getaffinity(0)), REPO
-    path = os.path.join(_results.RESULTS_DIR, args.label + ".json")
     try:
-        record = resumed_record(path, args) if args.resume else None
+        record = open_record(os.path.join(_results.RESULTS_DIR, args.label + ".json"), args)
     except ResumeRefused as e:
         print("paper_table: {}".format(e), file=sys.stderr)
         return 2
     from autodist.runner.console import quiet_tensorflow_start
     quiet_tensorflow_start()   # this process imports TensorFlow (the families' counts): no start-up chatter
-    out = args.out or _results.RESULTS_DIR
-    if record is None:
-        record = {"cells": [], "load_start": os.getloadavg(), "argv": sys.argv[1:] if argv is None else argv,
-                  "replicas": args.replicas, "cores": len(args.cores), "settings": settings(args)}
-    else:
-        record.setdefault("resumed", []).append({"argv": sys.argv[1:] if argv is None else argv,
-                                                 "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                                                 "load_start": os.getloadavg()})
-    record["interrupted"] = False
-    cells = {(hosts, name): cell_of(record, name, hosts, args.replicas) for hosts in args.hosts
-             for name in args.families}
-    progress = Progress(sum(len(pending(cell, args.configs, args.rounds)) for cell in cells.values()))
-    print("{} runs to go{}".format(progress.total, " (resuming {})".format(path) if record.get("resumed") else ""),
-          flush=True)
+    session = record["sessions"][-1]
 
     def save():
-        record["load_end"] = os.getloadavg()
-        _results.save(args.label, {**record, "cells": [c for c in record["cells"] if "compute_ms" in c]})
+        record["load_end"] = session["load_end"] = os.getloadavg()
+        _results.save(args.label, dict(record, cells=[c for c in record["cells"] if measured(c)]))
 
-    directory = os.path.join(_results.RESULTS_DIR, "specs")
-    os.makedirs(directory, exist_ok=True)
     try:
-        for hosts in args.hosts:
-            if not any(pending(cells[hosts, name], args.configs, args.rounds) for name in args.families):
-                continue
-            with BenchCluster("1gbit", args, directory, nodes=hosts, replicas=args.replicas) as cluster:
-                for name in args.families:
-                    run_cell(cluster, cells[hosts, name], args, save, progress)
-                    save()
+        run_table(record, args, save)
     except KeyboardInterrupt:
-        record["interrupted"] = True
+        record["interrupted"] = session["interrupted"] = True
         print("\ninterrupted; the cluster was removed; results so far follow (--resume continues them)")
-    record["cells"] = [c for c in record["cells"] if "compute_ms" in c]
+    record["cells"] = [c for c in record["cells"] if measured(c)]
     save()
     from paper_table_report import report
-    report(record, out, args.label)
-    return 130 if record["interrupted"] else 0
+    report(record, args.out or _results.RESULTS_DIR, args.label)
+    return 130 if session["interrupted"] else 0
 
 
 if __name__ == "__main__":

@@ -182,7 +182,7 @@ def test_smoke_settings_replace_the_command_lines(bench):
     args = bench.options(["--smoke", "--hosts", "8", "--rounds", "5"])
     assert {key: getattr(args, key) for key in bench.SMOKE} == bench.SMOKE and args.label == "paper_table_smoke"
     args = bench.options(["--hosts", "4", "8", "--families", "bert"])
-    assert args.hosts == [4, 8] and args.families == ["bert"] and args.label == "paper_table" and args.rounds == 2
+    assert args.hosts == [4, 8] and args.families == ["bert"] and args.label == "paper_table_full" and args.rounds == 2
 
 
 def test_a_configuration_that_ran_or_failed_in_a_round_is_not_pending_in_it(bench):
@@ -196,12 +196,16 @@ def test_a_configuration_that_ran_or_failed_in_a_round_is_not_pending_in_it(benc
 
 def test_resume_continues_only_a_record_measured_under_the_same_settings(bench, tmp_path):
     args = bench.options(["--steps", "9"])
+    args.cores = [0, 1]
     path = tmp_path / "t.json"
     assert bench.resumed_record(str(path), args) is None   # nothing yet: a new table
-    path.write_text(json.dumps({"results": {"cells": [], "settings": bench.settings(args)}}))
+    path.write_text(json.dumps({"results": {"cells": [], "settings": bench.settings(args), "cores": 2}}))
     assert bench.resumed_record(str(path), args)["cells"] == []
-    with pytest.raises(bench.ResumeRefused, match=r"t\.json was measured under other settings: steps 6 \(recorded 9\)"):
-        bench.resumed_record(str(path), bench.options([]))
+    other = bench.options([])
+    other.cores = [0]
+    with pytest.raises(bench.ResumeRefused, match=r"t\.json was measured under other settings: steps 6 \(recorded 9\), "
+                                                  r"cores 1 \(recorded 2\)"):
+        bench.resumed_record(str(path), other)
     path.write_text(json.dumps({"results": {"cells": []}}))
     with pytest.raises(bench.ResumeRefused, match="predates --resume"):
         bench.resumed_record(str(path), args)
@@ -211,7 +215,7 @@ def test_resume_continues_only_a_record_measured_under_the_same_settings(bench, 
 
 
 class _Cluster:
-    """What ``run_cell`` and ``main`` use of ``BenchCluster``, no namespaces: the rates and specs it was given."""
+    """What ``run_table`` uses of ``BenchCluster``, no namespaces: the rates and specs it was given."""
     made = []
 
     def __init__(self, rate, args, directory, nodes=2, replicas=1):
@@ -231,57 +235,111 @@ class _Cluster:
         self.specs.append(label)
 
 
-def _fake_runs(bench, monkeypatch, fail=()):
-    """``run_on_cluster`` replaced: each call recorded as (hosts, family, config); ``compute`` 10 ms a step."""
+def _fake_runs(bench, monkeypatch, fail=(), interrupt=None):
+    """``run_on_cluster`` replaced: each call recorded as (hosts, family, config); ``compute`` a step 10 ms more
+    at each call (a cell measured twice would have another rate); ``fail``: configurations that fail;
+    ``interrupt``: the call that is stopped with Ctrl-C."""
     calls = []
 
     def run(cluster, family, config, args):
         calls.append((cluster.nodes, family, config))
+        if len(calls) == interrupt:
+            raise KeyboardInterrupt
         if config in fail:
             raise bench.RunFailed("{} failed".format(config))
-        return {"ms": [10.0] * args.steps}
+        computes = sum(1 for call in calls if call[2] == "compute")
+        ms = 10.0 * computes if config == "compute" else 20.0
+        return {"ms": [ms] * args.steps, "cpu_s": 0.01 * args.steps, "loss": 1.0,
+                "node_bytes": {"10.77.0.1": [1e6 * args.steps, 1e6 * args.steps],
+                               "10.77.0.2": [1e6 * args.steps, 1e6 * args.steps]},
+                "peak_rss": {"10.77.0.1": 1e8}, "ready": {"startup_s": 1.0}}
     monkeypatch.setattr(bench, "run_on_cluster", run)
     return calls
 
 
-def test_a_resumed_table_runs_what_its_record_lacks_and_keeps_each_cells_compute_and_rate(bench, monkeypatch,
-                                                                                        tmp_path, capsys):
-    import paper_table_report
+@pytest.fixture
+def table(bench, monkeypatch, tmp_path):
+    """``main`` with the cluster and the runs faked, results and report in ``tmp_path``: ``(args) -> rc``."""
+    import _results
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     monkeypatch.setattr(bench, "BenchCluster", _Cluster)
-    monkeypatch.setattr(paper_table_report, "report", lambda record, out, label: [])
+    monkeypatch.setattr(bench, "wire_bytes", lambda model: 1e6)
+    monkeypatch.setattr(_results, "RESULTS_DIR", str(tmp_path))
     monkeypatch.setattr("autodist.runner.console.quiet_tensorflow_start", lambda: None)
-    common = ["--results-dir", str(tmp_path), "--label", "t", "--families", "ncf", "--rounds", "1"]
-    calls = _fake_runs(bench, monkeypatch, fail={"PS"})
-    assert bench.main(common + ["--hosts", "2", "--configs", "hand_ps", "PS"]) == 0
-    first = json.loads((tmp_path / "t.json").read_text())["results"]
-    assert calls == [(2, "ncf", "compute"), (2, "ncf", "hand_ps"), (2, "ncf", "PS")]
-    rate = first["cells"][0]["rate"]
-    assert "(2/2) [2 hosts, ncf, round 1/1] PS ... FAILED: PS failed (no run left)" in capsys.readouterr().out
+    common = ["--results-dir", str(tmp_path), "--out", str(tmp_path), "--label", "t", "--families", "ncf"]
+    _Cluster.made.clear()
+    return lambda args: bench.main(common + args)
 
+
+def _record(tmp_path):
+    return json.loads((tmp_path / "t.json").read_text())["results"]
+
+
+def test_a_resumed_table_runs_what_its_record_lacks_and_keeps_each_cells_compute_and_rate(bench, table, monkeypatch,
+                                                                                        tmp_path, capsys):
+    calls = _fake_runs(bench, monkeypatch, fail={"PS"})
+    assert table(["--rounds", "1", "--hosts", "2", "--configs", "hand_ps", "PS"]) == 0
+    assert calls == [(2, "ncf", "compute"), (2, "ncf", "hand_ps"), (2, "ncf", "PS")]
+    rate = _record(tmp_path)["cells"][0]["rate"]
+    out = capsys.readouterr().out
+    assert "(2/2) [2 hosts, ncf, round 1/1] PS ... FAILED: PS failed (no run left)" in out
+    assert (tmp_path / "t.md").exists() and (tmp_path / "t-ncf.png").exists()   # the report, from the record
+
+    # the same label again without --resume would replace the record: refused
+    assert table(["--rounds", "1", "--hosts", "2"]) == 2
+    assert "t.json exists: --resume continues it" in capsys.readouterr().err
+
+    # a second round, a configuration more and 4 hosts: the 2-host cell keeps its compute and rate, PS's failure
+    # stands for round 1 and the 4-host cell measures its own compute (20 ms: another rate than 2 hosts' 10)
     _Cluster.made.clear()
     calls = _fake_runs(bench, monkeypatch)
-    # a second round, a configuration more and 4 hosts: the 2-host cell keeps its compute and rate, PS's failure
-    # stands for round 1 and the 4-host cell measures its own compute
-    assert bench.main(common[:-1] + ["2", "--resume", "--hosts", "2", "4", "--configs", "hand_ps", "PS",
-                                     "Parallax"]) == 0
+    assert table(["--rounds", "2", "--resume", "--hosts", "2", "4", "--configs", "hand_ps", "PS", "Parallax"]) == 0
     assert calls == [(2, "ncf", "Parallax"), (2, "ncf", "hand_ps"), (2, "ncf", "PS"), (2, "ncf", "Parallax"),
                      (4, "ncf", "compute"), (4, "ncf", "hand_ps"), (4, "ncf", "PS"), (4, "ncf", "Parallax"),
                      (4, "ncf", "hand_ps"), (4, "ncf", "PS"), (4, "ncf", "Parallax")]
-    assert _Cluster.made[0].rates == [rate]
-    record = json.loads((tmp_path / "t.json").read_text())["results"]
+    record = _record(tmp_path)
     cells = {c["hosts"]: c for c in record["cells"]}
+    assert _Cluster.made[0].rates == [rate] and cells[2]["rate"] == rate and cells[4]["rate"] != rate
     assert {config: len(runs) for config, runs in cells[2]["runs"].items()} == {"hand_ps": 2, "PS": 1, "Parallax": 2}
-    assert cells[2]["errors"] == {"PS": ["round 1: PS failed"]} and cells[2]["rate"] == rate
-    assert len(record["resumed"]) == 1 and not record["interrupted"]
-    assert "(10/10) [4 hosts, ncf, round 2/2] Parallax" in capsys.readouterr().out
+    assert cells[2]["errors"] == {"PS": ["round 1: PS failed"]}
+    assert [s["interrupted"] for s in record["sessions"]] == [False, False] and not record["interrupted"]
+    out = capsys.readouterr().out
+    assert "resuming" in out and "(10/10) [4 hosts, ncf, round 2/2] Parallax" in out
 
+    # nothing left: no cluster is made; then PS's failure run again on request
     _Cluster.made.clear()
     calls = _fake_runs(bench, monkeypatch)
-    assert bench.main(common[:-1] + ["2", "--resume", "--hosts", "2", "4", "--configs", "hand_ps"]) == 0
-    assert calls == [] and _Cluster.made == []   # nothing left: no cluster is made
-    assert bench.main(common + ["--resume", "--hosts", "2", "--steps", "7"]) == 2
+    assert table(["--rounds", "2", "--resume", "--hosts", "2", "4", "--configs", "hand_ps"]) == 0
+    assert calls == [] and _Cluster.made == []
+    assert table(["--rounds", "2", "--resume", "--retry-failed", "--hosts", "2", "--configs", "PS"]) == 0
+    assert calls == [(2, "ncf", "PS")]
+    cell = {c["hosts"]: c for c in _record(tmp_path)["cells"]}[2]
+    assert len(cell["runs"]["PS"]) == 2 and cell["errors"] == {} and cell["retried"] == {"PS": ["round 1: PS failed"]}
+    assert table(["--resume", "--hosts", "2", "--steps", "7"]) == 2
     assert "measured under other settings: steps 7 (recorded 6)" in capsys.readouterr().err
+
+
+def test_a_table_stopped_by_ctrl_c_keeps_its_runs_and_resumes_at_the_stopped_one(bench, table, monkeypatch,
+                                                                               tmp_path):
+    calls = _fake_runs(bench, monkeypatch, interrupt=3)   # compute, hand_ps, then Ctrl-C in PS
+    args = ["--rounds", "1", "--hosts", "2", "--configs", "hand_ps", "PS", "Parallax"]
+    assert table(args) == 130
+    record = _record(tmp_path)
+    assert record["interrupted"] and record["sessions"][0]["interrupted"]
+    assert list(record["cells"][0]["runs"]) == ["hand_ps"] and not record["cells"][0]["errors"]
+    calls = _fake_runs(bench, monkeypatch)
+    assert table(args + ["--resume"]) == 0
+    assert calls == [(2, "ncf", "PS"), (2, "ncf", "Parallax")]
+    assert [s["interrupted"] for s in _record(tmp_path)["sessions"]] == [True, False]
+
+
+def test_a_cell_whose_compute_fails_is_listed_and_the_table_goes_on(bench, table, monkeypatch, tmp_path, capsys):
+    calls = _fake_runs(bench, monkeypatch, fail={"compute"})
+    assert table(["--rounds", "1", "--hosts", "2", "4", "--configs", "hand_ps"]) == 0
+    assert calls == [(2, "ncf", "compute"), (4, "ncf", "compute")]
+    record = _record(tmp_path)
+    assert record["cells"] == [] and [(f["family"], f["hosts"]) for f in record["failed"]] == [("ncf", 2), ("ncf", 4)]
+    assert "FAILED: ncf on 2 hosts: its compute run failed: compute failed" in capsys.readouterr().out
 
 
 @pytest.mark.slow
@@ -306,7 +364,7 @@ def test_smoke_run_makes_the_table_and_removes_its_cluster(tmp_path, monkeypatch
     done = subprocess.run(argv + configs + ["--resume"], capture_output=True, text=True, timeout=1800)
     names = set(re.findall(r"cluster '(bench\d+)'", first.stdout + done.stdout))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "1 runs to go (resuming" in done.stdout and "ncf on 2 hosts, resumed" in done.stdout
+    assert "resuming" in done.stdout and "1 run to go" in done.stdout and "ncf on 2 hosts, resumed" in done.stdout
     record = json.loads((tmp_path / "smoke.json").read_text())["results"]
     kept = record["cells"][0]
     assert (kept["compute_ms"], kept["rate"], kept["runs"]["mwms_25mib"]) == (
