@@ -60,7 +60,7 @@ seconds to the first step (autodist), the peak memory of the fullest host,
 the ratio to the best anchor, and AutoStrategy's pick. The JSON goes to
 ``benchmarks/results/<label>.json`` after every run (a stopped run keeps what
 it measured), the tables and a plot per family to ``--out`` (``paper_table_report``).
-The clusters are removed at the end, also after a failure or Ctrl-C.
+The clusters are removed at the end, also after a failure, Ctrl-C or a SIGTERM.
 
 The whole table is about 400 runs, more than a working day on this machine's
 two cores. ``--resume`` continues the record of ``--label``: a cell (family,
@@ -78,9 +78,11 @@ resumed cell is probed again on its new cluster (AutoStrategy plans with that
 probe) and its bound takes the latest probe.
 """
 import argparse
+import contextlib
 import json
 import math
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -424,6 +426,21 @@ def run_table(record, args, save):
                 save()
 
 
+@contextlib.contextmanager
+def _stopped_as_by_ctrl_c():
+    """SIGTERM (``kill``, ``timeout``, a scheduler's end of the job) and SIGINT stop the table as Ctrl-C does: the
+    run under way is stopped, the cluster removed, what was measured kept. SIGINT too: a command started in the
+    background of a non-interactive shell (``nohup ... &``) inherits it ignored."""
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def main(argv=None):
     args = options(argv)
     args.argv = sys.argv[1:] if argv is None else argv
@@ -447,7 +464,8 @@ def main(argv=None):
         _results.save(args.label, dict(record, cells=[c for c in record["cells"] if measured(c)]))
 
     try:
-        run_table(record, args, save)
+        with _stopped_as_by_ctrl_c():
+            run_table(record, args, save)
     except KeyboardInterrupt:
         record["interrupted"] = session["interrupted"] = True
         print("\ninterrupted; the cluster was removed; results so far follow (--resume continues them)")

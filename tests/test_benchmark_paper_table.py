@@ -333,6 +333,24 @@ def test_a_table_stopped_by_ctrl_c_keeps_its_runs_and_resumes_at_the_stopped_one
     assert [s["interrupted"] for s in _record(tmp_path)["sessions"]] == [True, False]
 
 
+def test_a_sigterm_stops_the_table_as_ctrl_c_does_and_the_handlers_are_given_back(bench, table, monkeypatch,
+                                                                                   tmp_path):
+    import signal
+    calls = _fake_runs(bench, monkeypatch)
+    runs = bench.run_on_cluster
+
+    def terminated(cluster, family, config, args):
+        if config == "PS":
+            os.kill(os.getpid(), signal.SIGTERM)
+        return runs(cluster, family, config, args)
+    monkeypatch.setattr(bench, "run_on_cluster", terminated)
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    assert table(["--rounds", "1", "--hosts", "2", "--configs", "hand_ps", "PS", "Parallax"]) == 130
+    assert calls == [(2, "ncf", "compute"), (2, "ncf", "hand_ps")]
+    assert _record(tmp_path)["interrupted"] and list(_record(tmp_path)["cells"][0]["runs"]) == ["hand_ps"]
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+
+
 def test_a_cell_whose_compute_fails_is_listed_and_the_table_goes_on(bench, table, monkeypatch, tmp_path, capsys):
     calls = _fake_runs(bench, monkeypatch, fail={"compute"})
     assert table(["--rounds", "1", "--hosts", "2", "4", "--configs", "hand_ps"]) == 0
