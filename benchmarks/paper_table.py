@@ -60,7 +60,8 @@ seconds to the first step (autodist), the peak memory of the fullest host,
 the ratio to the best anchor, and AutoStrategy's pick. The JSON goes to
 ``benchmarks/results/<label>.json`` after every run (a stopped run keeps what
 it measured), the tables and a plot per family to ``--out`` (``paper_table_report``).
-The clusters are removed at the end, also after a failure, Ctrl-C or a SIGTERM.
+The clusters are removed at the end, also after a failure, Ctrl-C or a SIGTERM
+(exit code 130 or 143; further signals are ignored while a cluster is removed).
 
 The whole table is about 400 runs, more than a working day on this machine's
 two cores. ``--resume`` continues the record of ``--label``: a cell (family,
@@ -72,8 +73,10 @@ configurations or rounds extend it. The settings a run is measured under
 (``RESUMED_SETTINGS`` and the number of cores) must be the record's, or it
 refuses; each invocation is a ``session`` of the record (its command, commit,
 load, whether it was interrupted). Without ``--resume`` an existing record is
-replaced only with ``--overwrite`` (or ``--smoke``). A cell whose compute run
-fails is listed under ``failed`` and the table goes on. With ``--calibrate`` a
+replaced only with ``--overwrite`` (a ``--smoke`` run remakes its own
+``paper_table_smoke``). A cell whose compute run fails is listed under
+``failed`` (its latest failure) and the table goes on; not measured, it is
+tried again at the next ``--resume``. With ``--calibrate`` a
 resumed cell is probed again on its new cluster (AutoStrategy plans with that
 probe) and its bound takes the latest probe.
 """
@@ -115,6 +118,7 @@ MAX_STEPS = 200
 COMPUTE_STEPS = 30
 #: What a run is measured under: ``--resume`` continues a record only under the same.
 RESUMED_SETTINGS = ("replicas", "steps", "min_timed_s", "warmup", "rate", "calibrate", "threads", "pin")
+SMOKE_LABEL = "paper_table_smoke"
 SMOKE = {"hosts": [2], "families": ["ncf", "vgg16"], "configs": ["mwms_25mib", "PSLoadBalancing", "AutoStrategy"],
          "rounds": 1, "steps": 3, "warmup": 2, "min_timed_s": 0.0}
 
@@ -312,11 +316,14 @@ def _parser():
 
 def options(argv=None):
     """The command line's settings, ``--smoke``'s in place of those it sets."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.retry_failed and not args.resume:
+        parser.error("--retry-failed runs a record's failures again: it needs --resume")
     if args.smoke:
         for key, value in SMOKE.items():
             setattr(args, key, value)
-    args.label = args.label or ("paper_table_smoke" if args.smoke else "paper_table_full")
+    args.label = args.label or (SMOKE_LABEL if args.smoke else "paper_table_full")
     return args
 
 
@@ -369,7 +376,8 @@ def open_record(path, args):
     """The record this command fills: the one ``--resume`` continues, else a new one (an existing file is
     replaced only with ``--overwrite`` or ``--smoke``), with this command's session appended."""
     record = resumed_record(path, args) if args.resume else None
-    if record is None and os.path.exists(path) and not (args.overwrite or args.smoke):
+    disposable = args.smoke and args.label == SMOKE_LABEL   # a smoke run's own record, remade each time
+    if record is None and os.path.exists(path) and not (args.overwrite or disposable):
         raise ResumeRefused("{} exists: --resume continues it, --overwrite replaces it, --label names another "
                             "record".format(path))
     if args.resume:
@@ -379,7 +387,8 @@ def open_record(path, args):
         record = {"cells": [], "load_start": os.getloadavg(), "replicas": args.replicas, "cores": len(args.cores),
                   "settings": settings(args), "sessions": []}
     if args.retry_failed:
-        for cell in record["cells"]:
+        ran = {(name, hosts, args.replicas) for name in args.families for hosts in args.hosts}
+        for cell in [c for c in record["cells"] if (c["family"], c.get("hosts"), c.get("replicas", 1)) in ran]:
             for config in [c for c in cell.get("errors", {}) if c in args.configs]:
                 cell.setdefault("retried", {}).setdefault(config, []).extend(cell["errors"].pop(config))
     sessions = record.setdefault("sessions", [])
@@ -421,17 +430,24 @@ def run_table(record, args, save):
                 except CellFailed as e:
                     print("FAILED: {}".format(e), flush=True)
                     progress.total -= len(pending(cells[hosts, name], args.configs, args.rounds))
-                    record.setdefault("failed", []).append({"family": name, "hosts": hosts, "error": str(e),
-                                                            "time": time.strftime("%Y-%m-%dT%H:%M:%S")})
+                    failed = [f for f in record.get("failed", []) if (f["family"], f["hosts"]) != (name, hosts)]
+                    record["failed"] = failed + [{"family": name, "hosts": hosts, "error": str(e),
+                                                  "time": time.strftime("%Y-%m-%dT%H:%M:%S")}]
                 save()
 
 
 @contextlib.contextmanager
-def _stopped_as_by_ctrl_c():
+def _stopped_as_by_ctrl_c(stopped):
     """SIGTERM (``kill``, ``timeout``, a scheduler's end of the job) and SIGINT stop the table as Ctrl-C does: the
     run under way is stopped, the cluster removed, what was measured kept. SIGINT too: a command started in the
-    background of a non-interactive shell (``nohup ... &``) inherits it ignored."""
+    background of a non-interactive shell (``nohup ... &``) inherits it ignored. The first signal is appended
+    to ``stopped``; later ones are ignored, so that the cluster's removal runs to its end."""
     def stop(signum, frame):
+        for sig in previous:
+            signal.signal(sig, signal.SIG_IGN)
+        stopped.append(signum)
+        print("\n{}: stopping; the cluster is being removed (further signals are ignored)".format(
+            signal.Signals(signum).name), flush=True)
         raise KeyboardInterrupt
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
@@ -463,17 +479,19 @@ def main(argv=None):
         record["load_end"] = session["load_end"] = os.getloadavg()
         _results.save(args.label, dict(record, cells=[c for c in record["cells"] if measured(c)]))
 
+    stopped = []
     try:
-        with _stopped_as_by_ctrl_c():
+        with _stopped_as_by_ctrl_c(stopped):
             run_table(record, args, save)
     except KeyboardInterrupt:
         record["interrupted"] = session["interrupted"] = True
+        stopped = stopped or [signal.SIGINT]
         print("\ninterrupted; the cluster was removed; results so far follow (--resume continues them)")
     record["cells"] = [c for c in record["cells"] if measured(c)]
     save()
     from paper_table_report import report
     report(record, args.out or _results.RESULTS_DIR, args.label)
-    return 130 if session["interrupted"] else 0
+    return 128 + stopped[0] if stopped else 0   # a shell's code for the signal: 130 Ctrl-C, 143 SIGTERM
 
 
 if __name__ == "__main__":

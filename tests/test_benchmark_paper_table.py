@@ -219,13 +219,14 @@ class _Cluster:
     made = []
 
     def __init__(self, rate, args, directory, nodes=2, replicas=1):
-        self.nodes, self.replicas, self.rates, self.specs = nodes, replicas, [], []
+        self.nodes, self.replicas, self.rates, self.specs, self.removed = nodes, replicas, [], [], False
         _Cluster.made.append(self)
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
+        self.removed = True
         return False
 
     def reshape(self, rate):
@@ -304,7 +305,8 @@ def test_a_resumed_table_runs_what_its_record_lacks_and_keeps_each_cells_compute
     assert cells[2]["errors"] == {"PS": ["round 1: PS failed"]}
     assert [s["interrupted"] for s in record["sessions"]] == [False, False] and not record["interrupted"]
     out = capsys.readouterr().out
-    assert "resuming" in out and "(10/10) [4 hosts, ncf, round 2/2] Parallax" in out
+    assert "resuming {} (1 cells measured)".format(tmp_path / "t.json") in out
+    assert "(10/10) [4 hosts, ncf, round 2/2] Parallax" in out
 
     # nothing left: no cluster is made; then PS's failure run again on request
     _Cluster.made.clear()
@@ -317,13 +319,21 @@ def test_a_resumed_table_runs_what_its_record_lacks_and_keeps_each_cells_compute
     assert len(cell["runs"]["PS"]) == 2 and cell["errors"] == {} and cell["retried"] == {"PS": ["round 1: PS failed"]}
     assert table(["--resume", "--hosts", "2", "--steps", "7"]) == 2
     assert "measured under other settings: steps 7 (recorded 6)" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        table(["--retry-failed"])
+    assert "--retry-failed runs a record's failures again: it needs --resume" in capsys.readouterr().err
+    assert table(["--smoke"]) == 2   # a smoke run replaces only its own record
+    assert "t.json exists" in capsys.readouterr().err and len(_record(tmp_path)["cells"]) == 2
+    assert table(["--rounds", "1", "--hosts", "2", "--configs", "hand_ps", "--overwrite"]) == 0
+    record = _record(tmp_path)
+    assert len(record["sessions"]) == 1 and list(record["cells"][0]["runs"]) == ["hand_ps"]
 
 
 def test_a_table_stopped_by_ctrl_c_keeps_its_runs_and_resumes_at_the_stopped_one(bench, table, monkeypatch,
                                                                                tmp_path):
     calls = _fake_runs(bench, monkeypatch, interrupt=3)   # compute, hand_ps, then Ctrl-C in PS
     args = ["--rounds", "1", "--hosts", "2", "--configs", "hand_ps", "PS", "Parallax"]
-    assert table(args) == 130
+    assert table(args) == 130 and _Cluster.made[0].removed
     record = _record(tmp_path)
     assert record["interrupted"] and record["sessions"][0]["interrupted"]
     assert list(record["cells"][0]["runs"]) == ["hand_ps"] and not record["cells"][0]["errors"]
@@ -341,12 +351,14 @@ def test_a_sigterm_stops_the_table_as_ctrl_c_does_and_the_handlers_are_given_bac
 
     def terminated(cluster, family, config, args):
         if config == "PS":
+            # without the table's handler the signal would end pytest itself: fail instead
+            assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, signal.SIG_IGN, None)
             os.kill(os.getpid(), signal.SIGTERM)
         return runs(cluster, family, config, args)
     monkeypatch.setattr(bench, "run_on_cluster", terminated)
     before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
-    assert table(["--rounds", "1", "--hosts", "2", "--configs", "hand_ps", "PS", "Parallax"]) == 130
-    assert calls == [(2, "ncf", "compute"), (2, "ncf", "hand_ps")]
+    assert table(["--rounds", "1", "--hosts", "2", "--configs", "hand_ps", "PS", "Parallax"]) == 143
+    assert calls == [(2, "ncf", "compute"), (2, "ncf", "hand_ps")] and _Cluster.made[0].removed
     assert _record(tmp_path)["interrupted"] and list(_record(tmp_path)["cells"][0]["runs"]) == ["hand_ps"]
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
 
