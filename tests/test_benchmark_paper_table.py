@@ -284,7 +284,7 @@ def test_a_resumed_table_runs_what_its_record_lacks_and_keeps_each_cells_compute
     rate = _record(tmp_path)["cells"][0]["rate"]
     out = capsys.readouterr().out
     assert "(2/2) [2 hosts, ncf, round 1/1] PS ... FAILED: PS failed (no run left)" in out
-    assert (tmp_path / "t.md").exists() and (tmp_path / "t-ncf.png").exists()   # the report, from the record
+    assert (tmp_path / ("t" + TABLE)).exists() and (tmp_path / "t-ncf.png").exists()   # the report, from the record
 
     # the same label again without --resume would replace the record: refused
     assert table(["--rounds", "1", "--hosts", "2"]) == 2
