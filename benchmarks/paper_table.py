@@ -82,7 +82,6 @@ probe) and its bound takes the latest probe.
 """
 import argparse
 import contextlib
-import json
 import math
 import os
 import signal
@@ -100,6 +99,7 @@ import _results  # noqa: E402
 from cluster_step_time import BenchCluster  # noqa: E402
 from cluster_step_time_run import COMPUTE, run_on_cluster  # noqa: E402
 from paper_models import FAMILIES, PAPER, family_counts  # noqa: E402
+from paper_table_report import cell_key, load_record  # noqa: E402
 from step_time_run import BUCKETS, BUILDERS, RunFailed  # noqa: E402
 
 ANCHORS = ("hand_ps", "mwms_25mib")
@@ -350,13 +350,8 @@ def resumed_record(path, args):
     if not os.path.exists(path):
         return None
     try:
-        with open(path) as handle:
-            found = json.load(handle)
-        record = found.get("results", found)   # _results.save wraps the record
-        cells = record["cells"]
-        if not isinstance(cells, list):
-            raise ValueError("its cells are not a list")
-    except (OSError, ValueError, KeyError, AttributeError) as e:
+        record = load_record(path)
+    except (OSError, ValueError) as e:
         raise ResumeRefused("{}: not a paper_table.py record ({}: {}); pass another --label".format(
             path, type(e).__name__, e)) from None
     if "settings" not in record:
@@ -388,7 +383,7 @@ def open_record(path, args):
                   "settings": settings(args), "sessions": []}
     if args.retry_failed:
         ran = {(name, hosts, args.replicas) for name in args.families for hosts in args.hosts}
-        for cell in [c for c in record["cells"] if (c["family"], c.get("hosts"), c.get("replicas", 1)) in ran]:
+        for cell in [c for c in record["cells"] if cell_key(c) in ran]:
             for config in [c for c in cell.get("errors", {}) if c in args.configs]:
                 cell.setdefault("retried", {}).setdefault(config, []).extend(cell["errors"].pop(config))
     sessions = record.setdefault("sessions", [])
@@ -405,7 +400,7 @@ def open_record(path, args):
 def cell_of(record, family, hosts, replicas):
     """The record's cell of (family, hosts, replicas), added to it if it has none."""
     for cell in record["cells"]:
-        if (cell["family"], cell.get("hosts"), cell.get("replicas", 1)) == (family, hosts, replicas):
+        if cell_key(cell) == (family, hosts, replicas):
             return cell
     record["cells"].append({"family": family, "hosts": hosts, "replicas": replicas})
     return record["cells"][-1]

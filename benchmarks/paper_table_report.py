@@ -21,7 +21,7 @@ ANCHORS = ("hand_ps", "mwms_25mib")
 SPARSE = ("bert", "ncf")
 GOALS = {"auto": 1.05, "sparse": 1.0 / 1.3, "dense": 1.0, "bound": 1.2}
 
-__all__ = ["cell_rows", "goals", "report", "merged"]
+__all__ = ["cell_key", "cell_rows", "goals", "load_record", "report", "merged"]
 
 
 def _median(values):
@@ -199,6 +199,21 @@ def report(record, out_dir, label):
     return paths
 
 
+def cell_key(cell):
+    """What names a cell: (family, hosts, replicas per host)."""
+    return cell["family"], cell.get("hosts"), cell.get("replicas", 1)
+
+
+def load_record(path):
+    """The record of a ``paper_table.py`` results file; ValueError (or OSError) where it is none."""
+    with open(path) as handle:
+        found = json.load(handle)
+    record = found.get("results", found) if isinstance(found, dict) else None   # _results.save wraps the record
+    if not isinstance(record, dict) or not isinstance(record.get("cells"), list):
+        raise ValueError("no list of cells")
+    return record
+
+
 def merged(records):
     """The cells of several records, in order; a cell (family, hosts, replicas) seen again replaces the earlier.
     A cell of a stopped run that measured no configuration is left out."""
@@ -206,9 +221,8 @@ def merged(records):
     for record in records:
         for cell in record["cells"]:
             if any(cell.get("runs", {}).values()):
-                cells[(cell["family"], cell["hosts"], cell.get("replicas", 1))] = cell
-    return {"cells": sorted(cells.values(), key=lambda c: (c["family"], c["hosts"], c.get("replicas", 1))),
-            "merged": True}
+                cells[cell_key(cell)] = cell
+    return {"cells": sorted(cells.values(), key=cell_key), "merged": True}
 
 
 def main(argv=None):
@@ -220,13 +234,8 @@ def main(argv=None):
     records = []
     for path in args.results:
         try:
-            with open(path) as handle:
-                found = json.load(handle)
-            record = found.get("results", found)   # _results.save wraps the record
-            if not isinstance(record.get("cells"), list):
-                raise ValueError("no list of cells")
-            records.append(record)
-        except (OSError, ValueError, AttributeError) as e:
+            records.append(load_record(path))
+        except (OSError, ValueError) as e:
             parser.error("{}: not a paper_table.py results file ({}: {})".format(path, type(e).__name__, e))
     record = merged(records)
     record["sources"] = [os.path.basename(p) for p in args.results]
