@@ -21,7 +21,7 @@ ANCHORS = ("hand_ps", "mwms_25mib")
 SPARSE = ("bert", "ncf")
 GOALS = {"auto": 1.05, "sparse": 1.0 / 1.3, "dense": 1.0, "bound": 1.2}
 
-__all__ = ["cell_key", "cell_rows", "goals", "load_record", "report", "merged"]
+__all__ = ["apart", "cell_key", "cell_rows", "goals", "load_record", "report", "merged", "verdict"]
 
 
 def _median(values):
@@ -39,13 +39,15 @@ def _busiest(run, duplex=1.0):
 def _row(cell, config, runs):
     ms = [t for run in runs for t in run["ms"]]
     step = statistics.median(ms)
+    rounds = [statistics.median(run["ms"]) for run in runs]
     busiest = _median([_busiest(run) for run in runs])
     on_wire = _median([_busiest(run, cell.get("duplex", 1.0)) for run in runs])
     bound = cell["shared_compute_ms"] + 1e3 * on_wire * 8 / _link_rate(cell)
     ready = [run.get("ready", {}) for run in runs]
     plan = _median([r.get("plan_s", 0.0) + r.get("transform_s", 0.0) if "plan_s" in r else None for r in ready])
     chosen = sorted({r["chosen"] for r in ready if r.get("chosen")})
-    return {"config": config, "median_ms": step, "rounds": len(runs),
+    return {"config": config, "median_ms": step, "rounds": len(runs), "round_ms": rounds,
+            "spread": max(rounds) / min(rounds) if len(rounds) > 1 else None,
             "examples_per_s_per_host": 1e3 * cell["replicas"] * cell["batch"] / step,
             "efficiency": cell["shared_compute_ms"] / step, "busiest_bytes": busiest, "bound_ms": bound,
             "x_bound": step / bound, "plan_transform_s": plan, "startup_s": _median([r.get("startup_s") for r in ready]),
@@ -64,8 +66,18 @@ def cell_rows(cell):
     return rows + [{"config": c, "median_ms": None, "errors": cell["errors"][c]} for c in failed]
 
 
+def apart(one, other):
+    """Whether two rows' rounds do not overlap (every round of one faster than every round of the other); None
+    where either has one round. Two plans whose rounds overlap are not told apart by this run: on this machine
+    the same plan has measured 0.78x itself (docs/performance.md phase 6)."""
+    if len(one["round_ms"]) < 2 or len(other["round_ms"]) < 2:
+        return None
+    return max(one["round_ms"]) < min(other["round_ms"]) or max(other["round_ms"]) < min(one["round_ms"])
+
+
 def goals(cells):
-    """``[(goal, value, met)]`` of issue 40 over the cells that have the rows to judge."""
+    """``[(goal, value, met, apart)]`` of issue 40 over the cells that have the rows to judge; ``apart``: for a
+    goal comparing two rows, whether their rounds are told apart (``apart``), else None."""
     found = []
     for cell in cells:
         rows = {r["config"]: r for r in cell_rows(cell) if r["median_ms"] is not None}
@@ -73,27 +85,36 @@ def goals(cells):
         builders = [r for c, r in rows.items() if c not in ANCHORS and c != "AutoStrategy"]
         best = min(builders, key=lambda r: r["median_ms"]) if builders else None
         if best and "AutoStrategy" in rows:
-            value = rows["AutoStrategy"]["median_ms"] / best["median_ms"]
+            auto = rows["AutoStrategy"]
+            value = auto["median_ms"] / best["median_ms"]
             found.append(("{}: AutoStrategy / best builder ({}) <= {}".format(where, best["config"], GOALS["auto"]),
-                          value, value <= GOALS["auto"]))
+                          value, value <= GOALS["auto"], apart(auto, best)))
         plans = builders + ([rows["AutoStrategy"]] if "AutoStrategy" in rows else [])
         anchors = [r for c, r in rows.items() if c in ANCHORS]
         if plans and anchors and cell["hosts"] >= 4:
-            value = min(r["median_ms"] for r in plans) / min(r["median_ms"] for r in anchors)
+            plan, anchor = (min(group, key=lambda r: r["median_ms"]) for group in (plans, anchors))
+            value = plan["median_ms"] / anchor["median_ms"]
             want = GOALS["sparse"] if cell["family"] in SPARSE else GOALS["dense"]
-            found.append(("{}: best plan / best anchor <= {:.2f}".format(where, want), value, value <= want))
+            found.append(("{}: best plan / best anchor <= {:.2f}".format(where, want), value, value <= want,
+                          apart(plan, anchor)))
         for row in rows.values():
             found.append(("{}: {} / its lower bound <= {}".format(where, row["config"], GOALS["bound"]),
-                          row["x_bound"], row["x_bound"] <= GOALS["bound"]))
+                          row["x_bound"], row["x_bound"] <= GOALS["bound"], None))
     return found
+
+
+def verdict(met, apart, yes="met", no="NOT met"):
+    """A goal's word: met or not, and whether the rows it compares are told apart by their rounds."""
+    word = yes if met else no
+    return word if apart is None else "{} ({})".format(word, "rounds apart" if apart else "rounds overlap")
 
 
 _COLUMNS = (("config", "{}", 20), ("median_ms", "{:.1f}", 10), ("examples_per_s_per_host", "{:.1f}", 9),
             ("efficiency", "{:.2f}", 5), ("busiest_bytes", "{:.3g}", 9), ("bound_ms", "{:.1f}", 9),
             ("x_bound", "{:.2f}", 6), ("plan_transform_s", "{:.2f}", 7), ("startup_s", "{:.1f}", 7),
-            ("peak_rss_bytes", "{:.3g}", 9), ("ratio", "{:.2f}", 6), ("chosen", "{}", 16))
+            ("peak_rss_bytes", "{:.3g}", 9), ("ratio", "{:.2f}", 6), ("spread", "{:.2f}", 6), ("chosen", "{}", 16))
 _HEADS = ("config", "ms/step", "ex/s/host", "eff", "busiest B", "bound ms", "x bnd", "plan s", "start s",
-          "peak mem", "ratio", "AutoStrategy")
+          "peak mem", "ratio", "spread", "AutoStrategy")
 
 
 def _cells_text(row):
@@ -138,9 +159,14 @@ def markdown(cells, checked):
         out.append("|" + "---|" * len(_HEADS))
         out += ["| " + " | ".join(_cells_text(row)) + " |" for row in cell_rows(cell) if row["median_ms"] is not None]
         out.append("")
+    out.append("spread: a row's slowest round over its fastest (median steps). A goal comparing two rows says "
+               "whether their rounds are apart (every round of one faster than every round of the other) or "
+               "overlap (this run does not tell them apart).")
+    out.append("")
     out.append("| goal | value | met |")
     out.append("|---|---:|---|")
-    out += ["| {} | {:.3f} | {} |".format(goal, value, "yes" if met else "**no**") for goal, value, met in checked]
+    out += ["| {} | {:.3f} | {} |".format(goal, value, verdict(met, apart, yes="yes", no="**no**"))
+            for goal, value, met, apart in checked]
     return "\n".join(out) + "\n"
 
 
@@ -187,8 +213,8 @@ def report(record, out_dir, label):
         print("\n" + table_text(cell))
     checked = goals(cells)
     print("\ngoals (issue 40):")
-    for goal, value, met in checked:
-        print("  {:<78} {:>7.3f}  {}".format(goal, value, "met" if met else "NOT met"))
+    for goal, value, met, apart in checked:
+        print("  {:<78} {:>7.3f}  {}".format(goal, value, verdict(met, apart)))
     os.makedirs(out_dir, exist_ok=True)
     paths = [os.path.join(out_dir, label + ".md")]
     with open(paths[0], "w") as handle:

@@ -124,12 +124,39 @@ def test_allreduce_buckets_run_only_when_named_and_close_by_bytes_alone(bench):
 def test_goals_follow_the_issue(monkeypatch):
     monkeypatch.syspath_prepend(BENCHMARKS)
     from paper_table_report import goals
-    found = {goal: (value, met) for goal, value, met in goals([_cell(), _cell("vgg16", 2)])}
+    found = {goal: (value, met) for goal, value, met, _ in goals([_cell(), _cell("vgg16", 2)])}
     assert found["bert on 4 hosts: AutoStrategy / best builder (PSLoadBalancing) <= 1.05"] == (pytest.approx(140 / 150),
                                                                                                True)
     assert found["bert on 4 hosts: best plan / best anchor <= 0.77"] == (pytest.approx(0.7), True)
     assert not any(goal.startswith("vgg16 on 2 hosts: best plan") for goal in found), "4 and 8 hosts only"
     assert found["bert on 4 hosts: hand_ps / its lower bound <= 1.2"][1] is False
+
+
+def test_a_goal_says_whether_the_rounds_of_the_rows_it_compares_are_apart(monkeypatch, capsys, tmp_path):
+    """Two rounds of each: AutoStrategy's 140/150 against PSLoadBalancing's 120/145 overlap; against 100/110 they
+    are apart. One round of a row: no word on it."""
+    monkeypatch.syspath_prepend(BENCHMARKS)
+    from paper_table_report import cell_rows, goals, report
+
+    def cell(best_rounds):
+        cell = _cell()
+        cell["runs"]["AutoStrategy"] = [_run([140.0], 4e6, chosen="AllReduce"), _run([150.0], 4e6, chosen="AllReduce")]
+        cell["runs"]["PSLoadBalancing"] = [_run([ms], 4e6) for ms in best_rounds]
+        return cell
+
+    def auto_goal(cell):
+        return [g for g in goals([cell]) if "AutoStrategy / best builder" in g[0]][0]
+
+    overlap, apart, alone = cell([120.0, 145.0]), cell([100.0, 110.0]), cell([120.0])
+    auto = {row["config"]: row for row in cell_rows(overlap)}["AutoStrategy"]
+    assert auto["round_ms"] == [140.0, 150.0] and auto["spread"] == pytest.approx(150 / 140)
+    assert {row["config"]: row for row in cell_rows(alone)}["PSLoadBalancing"]["spread"] is None
+    assert auto_goal(overlap)[1:] == (pytest.approx(145 / 132.5), False, False)
+    assert auto_goal(apart)[1:] == (pytest.approx(145 / 105), False, True)
+    assert auto_goal(alone)[1:] == (pytest.approx(145 / 120), False, None)
+    report({"cells": [overlap]}, str(tmp_path), "t")
+    printed = capsys.readouterr().out
+    assert "NOT met (rounds overlap)" in printed and "| **no** (rounds overlap) |" in (tmp_path / ("t" + TABLE)).read_text()
 
 
 def test_the_report_writes_a_table_and_a_plot_per_family(monkeypatch, tmp_path):
