@@ -47,7 +47,7 @@ def _row(cell, config, runs):
     plan = _median([r.get("plan_s", 0.0) + r.get("transform_s", 0.0) if "plan_s" in r else None for r in ready])
     chosen = sorted({r["chosen"] for r in ready if r.get("chosen")})
     return {"config": config, "median_ms": step, "rounds": len(runs), "round_ms": rounds,
-            "spread": max(rounds) / min(rounds) if len(rounds) > 1 else None,
+            "spread": max(rounds) / min(rounds) if len(rounds) > 1 and min(rounds) > 0 else None,
             "examples_per_s_per_host": 1e3 * cell["replicas"] * cell["batch"] / step,
             "efficiency": cell["shared_compute_ms"] / step, "busiest_bytes": busiest, "bound_ms": bound,
             "x_bound": step / bound, "plan_transform_s": plan, "startup_s": _median([r.get("startup_s") for r in ready]),
@@ -70,9 +70,10 @@ def apart(one, other):
     """Whether two rows' rounds do not overlap (every round of one faster than every round of the other); None
     where either has one round. Two plans whose rounds overlap are not told apart by this run: on this machine
     the same plan has measured 0.78x itself (docs/performance.md phase 6)."""
-    if len(one["round_ms"]) < 2 or len(other["round_ms"]) < 2:
+    first, second = one.get("round_ms") or (), other.get("round_ms") or ()   # a failed row has none
+    if len(first) < 2 or len(second) < 2:
         return None
-    return max(one["round_ms"]) < min(other["round_ms"]) or max(other["round_ms"]) < min(one["round_ms"])
+    return max(first) < min(second) or max(second) < min(first)
 
 
 def goals(cells):
@@ -103,10 +104,10 @@ def goals(cells):
     return found
 
 
-def verdict(met, apart, yes="met", no="NOT met"):
-    """A goal's word: met or not, and whether the rows it compares are told apart by their rounds."""
+def verdict(met, separated, yes="met", no="NOT met"):
+    """A goal's word: met or not, and whether the rows it compares are told apart by their rounds (``apart``)."""
     word = yes if met else no
-    return word if apart is None else "{} ({})".format(word, "rounds apart" if apart else "rounds overlap")
+    return word if separated is None else "{} ({})".format(word, "rounds apart" if separated else "rounds overlap")
 
 
 _COLUMNS = (("config", "{}", 20), ("median_ms", "{:.1f}", 10), ("examples_per_s_per_host", "{:.1f}", 9),
@@ -165,8 +166,8 @@ def markdown(cells, checked):
     out.append("")
     out.append("| goal | value | met |")
     out.append("|---|---:|---|")
-    out += ["| {} | {:.3f} | {} |".format(goal, value, verdict(met, apart, yes="yes", no="**no**"))
-            for goal, value, met, apart in checked]
+    out += ["| {} | {:.3f} | {} |".format(goal, value, verdict(met, separated, yes="yes", no="**no**"))
+            for goal, value, met, separated in checked]
     return "\n".join(out) + "\n"
 
 
@@ -213,8 +214,8 @@ def report(record, out_dir, label):
         print("\n" + table_text(cell))
     checked = goals(cells)
     print("\ngoals (issue 40):")
-    for goal, value, met, apart in checked:
-        print("  {:<78} {:>7.3f}  {}".format(goal, value, verdict(met, apart)))
+    for goal, value, met, separated in checked:
+        print("  {:<78} {:>7.3f}  {}".format(goal, value, verdict(met, separated)))
     os.makedirs(out_dir, exist_ok=True)
     paths = [os.path.join(out_dir, label + ".md")]
     with open(paths[0], "w") as handle:

@@ -119,6 +119,10 @@ def test_allreduce_buckets_run_only_when_named_and_close_by_bytes_alone(bench):
     assert step_time_run.VARIANTS["AllReduce_1mib"] == ("AllReduce", {"chunk_size": FUSE_ALL, "bucket_bytes": 1 << 20})
     with pytest.raises(SystemExit):
         bench.options(["--configs", "AllReduce_3mib"])
+    from autodist.strategies.auto import BUCKET_CHOICES
+    assert step_time_run.VARIANTS["AllReduce_16mib"] == ("AllReduce", {"chunk_size": FUSE_ALL,
+                                                                        "bucket_bytes": BUCKET_CHOICES[0]}), \
+        "AutoStrategy's own AllReduce at its default bucket"
 
 
 def test_goals_follow_the_issue(monkeypatch):
@@ -140,7 +144,8 @@ def test_a_goal_says_whether_the_rounds_of_the_rows_it_compares_are_apart(monkey
 
     def cell(best_rounds):
         cell = _cell()
-        cell["runs"]["AutoStrategy"] = [_run([140.0], 4e6, chosen="AllReduce"), _run([150.0], 4e6, chosen="AllReduce")]
+        cell["runs"]["AutoStrategy"] = [_run([140.0], 4e6, chosen="AllReduce"),
+                                        _run([150.0], 4e6, chosen="AllReduce")]
         cell["runs"]["PSLoadBalancing"] = [_run([ms], 4e6) for ms in best_rounds]
         return cell
 
@@ -154,9 +159,15 @@ def test_a_goal_says_whether_the_rounds_of_the_rows_it_compares_are_apart(monkey
     assert auto_goal(overlap)[1:] == (pytest.approx(145 / 132.5), False, False)
     assert auto_goal(apart)[1:] == (pytest.approx(145 / 105), False, True)
     assert auto_goal(alone)[1:] == (pytest.approx(145 / 120), False, None)
-    report({"cells": [overlap]}, str(tmp_path), "t")
+    plan_goal = [g for g in goals([apart]) if "best plan / best anchor" in g[0]][0]   # PSLoadBalancing, mwms
+    assert plan_goal[1:] == (pytest.approx(105 / 200), True, None), "one round of the anchor: no word"
+    apart["runs"]["mwms_25mib"].append(_run([190.0], 1e7))
+    assert [g for g in goals([apart]) if "best plan / best anchor" in g[0]][0][3] is True
+    assert all(g[3] is None for g in goals([apart]) if "lower bound" in g[0])
+    report({"cells": [overlap, dict(apart, hosts=8)]}, str(tmp_path), "t")
     printed = capsys.readouterr().out
-    assert "NOT met (rounds overlap)" in printed and "| **no** (rounds overlap) |" in (tmp_path / ("t" + TABLE)).read_text()
+    assert "NOT met (rounds overlap)" in printed and "  met (rounds apart)" in printed   # the plan goal, not "NOT met"
+    assert "| **no** (rounds overlap) |" in (tmp_path / ("t" + TABLE)).read_text()
 
 
 def test_the_report_writes_a_table_and_a_plot_per_family(monkeypatch, tmp_path):
