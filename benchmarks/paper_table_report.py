@@ -69,7 +69,7 @@ def cell_rows(cell):
 def apart(one, other):
     """Whether two rows' rounds do not overlap (every round of one faster than every round of the other); None
     where either has one round. Two plans whose rounds overlap are not told apart by this run: on this machine
-    the same plan has measured 0.78x itself (docs/performance.md phase 6)."""
+    two rounds of one plan have differed by up to 1.49x (docs/performance.md phase 10)."""
     first, second = one.get("round_ms") or (), other.get("round_ms") or ()   # a failed row has none
     if len(first) < 2 or len(second) < 2:
         return None
