@@ -36,7 +36,7 @@ if HERE not in sys.path:
 import _results  # noqa: E402
 from cluster_step_time_run import COMPUTE, run_on_cluster  # noqa: E402
 from step_time_models import MODELS  # noqa: E402
-from step_time_run import BUILDERS, COMPRESSED, RunFailed, child_env  # noqa: E402
+from step_time_run import BUCKETS, BUILDERS, COMPRESSED, RunFailed, child_env  # noqa: E402
 
 BASELINES = ("hand_ps", "mwms_25mib")
 CONFIGS = BASELINES + BUILDERS + tuple(COMPRESSED)
@@ -225,7 +225,9 @@ def _parser():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rates", nargs="+", default=["200mbit", "1gbit"], help="link rates, tc notation")
     parser.add_argument("--model", default="mlp", choices=list(MODELS))
-    parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
+    parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS) + list(BUCKETS),
+                        help="default: the anchors, every builder and the compressed AllReduce; AllReduce_<n>mib "
+                             "(buckets of n MiB, closed by bytes alone) only when named")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--steps", type=int, default=8, help="timed steps per run (default 8)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps before them (default 2)")

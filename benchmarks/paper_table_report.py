@@ -36,6 +36,17 @@ def _busiest(run, duplex=1.0):
     return max(max(moved) + (1.0 - duplex) * min(moved) for moved in run["node_bytes"].values()) / steps
 
 
+def _chosen(ready):
+    """The plan AutoStrategy chose in a run, with the bucket size it priced AllReduce at (``AllReduce 16 MiB``;
+    records before the candidates carried their arguments name the plan alone)."""
+    candidates = {c["name"]: c for c in ready.get("auto", {}).get("candidates", ())}
+    bucket = (candidates.get(ready["chosen"], {}).get("arguments") or {}).get("bucket_bytes")
+    if not bucket:
+        return ready["chosen"]
+    unit, name = next(((u, n) for u, n in ((1 << 20, "MiB"), (1 << 10, "KiB")) if bucket % u == 0), (1, "B"))
+    return "{} {} {}".format(ready["chosen"], bucket // unit, name)
+
+
 def _row(cell, config, runs):
     ms = [t for run in runs for t in run["ms"]]
     step = statistics.median(ms)
@@ -45,7 +56,7 @@ def _row(cell, config, runs):
     bound = cell["shared_compute_ms"] + 1e3 * on_wire * 8 / _link_rate(cell)
     ready = [run.get("ready", {}) for run in runs]
     plan = _median([r.get("plan_s", 0.0) + r.get("transform_s", 0.0) if "plan_s" in r else None for r in ready])
-    chosen = sorted({r["chosen"] for r in ready if r.get("chosen")})
+    chosen = sorted({_chosen(r) for r in ready if r.get("chosen")})
     return {"config": config, "median_ms": step, "rounds": len(runs), "round_ms": rounds,
             "spread": max(rounds) / min(rounds) if len(rounds) > 1 and min(rounds) > 0 else None,
             "examples_per_s_per_host": 1e3 * cell["replicas"] * cell["batch"] / step,
@@ -113,7 +124,7 @@ def verdict(met, separated, yes="met", no="NOT met"):
 _COLUMNS = (("config", "{}", 20), ("median_ms", "{:.1f}", 10), ("examples_per_s_per_host", "{:.1f}", 9),
             ("efficiency", "{:.2f}", 5), ("busiest_bytes", "{:.3g}", 9), ("bound_ms", "{:.1f}", 9),
             ("x_bound", "{:.2f}", 6), ("plan_transform_s", "{:.2f}", 7), ("startup_s", "{:.1f}", 7),
-            ("peak_rss_bytes", "{:.3g}", 9), ("ratio", "{:.2f}", 6), ("spread", "{:.2f}", 6), ("chosen", "{}", 16))
+            ("peak_rss_bytes", "{:.3g}", 9), ("ratio", "{:.2f}", 6), ("spread", "{:.2f}", 6), ("chosen", "{}", 24))
 _HEADS = ("config", "ms/step", "ex/s/host", "eff", "busiest B", "bound ms", "x bnd", "plan s", "start s",
           "peak mem", "ratio", "spread", "AutoStrategy")
 

@@ -46,11 +46,12 @@ COMPRESSED = {"AllReduce_fp16": ("AllReduce", {"compressor": "HorovodCompressor"
 BASELINES = ("hand_ps", "mwms", "mwms_25mib")
 #: AllReduce's fusion, swept: buckets closed by bytes alone (no ``chunk_size`` member limit), as
 #: MultiWorkerMirroredStrategy's ``bytes_per_pack`` packs are; ``AllReduce_25mib`` packs as ``mwms_25mib`` does,
-#: ``AllReduce_16mib`` is AutoStrategy's AllReduce at its default bucket (``auto.BUCKET_CHOICES``).
+#: ``AllReduce_16mib`` is AutoStrategy's AllReduce at its default bucket (``auto.BUCKET_CHOICES``);
+#: ``AllReduce_128mib`` one ring for mlp's 96 MiB and cnn's, next to the same bytes in several rings.
 #: 2 ** 31 members: ``autodist.strategies.auto.FUSE_ALL`` (not imported: the harness imports no autodist; its runs take
 #: theirs from --package-root).
 BUCKETS = {"AllReduce_{}mib".format(mib): ("AllReduce", {"chunk_size": 2 ** 31, "bucket_bytes": mib << 20})
-           for mib in (1, 4, 16, 25)}
+           for mib in (1, 4, 16, 25, 128)}
 #: Builders with other arguments than their defaults: config -> (builder, its arguments).
 VARIANTS = dict(COMPRESSED, PS_proxy=("PS", {"local_proxy_variable": True}),
                 PSLoadBalancing_proxy=("PSLoadBalancing", {"local_proxy_variable": True}), **BUCKETS)

@@ -72,6 +72,12 @@ def test_rows_carry_the_issues_columns(monkeypatch):
     assert auto["peak_rss_bytes"] == 1e9 and auto["ratio"] == pytest.approx(140 / 200)
     assert rows["hand_ps"]["median_ms"] == 305.0 and rows["hand_ps"]["plan_transform_s"] is None
     assert rows["PS"]["median_ms"] is None and rows["PS"]["errors"] == ["round 1: no 'ready'"]
+    cell = _cell()
+    priced = {"candidates": [{"name": "AllReduce", "arguments": {"bucket_bytes": 4 << 20}},
+                             {"name": "searched", "arguments": None}]}
+    cell["runs"]["AutoStrategy"] = [_run([140.0], 4e6, chosen="AllReduce", auto=priced),
+                                    _run([150.0], 4e6, chosen="searched", auto=priced)]
+    assert {row["config"]: row for row in cell_rows(cell)}["AutoStrategy"]["chosen"] == "AllReduce 4 MiB/searched"
 
 
 def test_a_probed_link_slower_than_its_shaping_sets_the_bound(monkeypatch):
@@ -444,6 +450,8 @@ def test_smoke_run_makes_the_table_and_removes_its_cluster(tmp_path, monkeypatch
         assert sorted(cell["runs"]) == sorted(configs)
         auto = cell["runs"]["AutoStrategy"][0]
         assert auto["ready"]["chosen"] and auto["ready"]["plan_s"] > 0 and auto["ready"]["transform_s"] > 0
+        priced = {c["name"]: c["arguments"] for c in auto["ready"]["auto"]["candidates"]}
+        assert priced["AllReduce"]["bucket_bytes"] > 0, "the record names the bucket size AllReduce was priced at"
         assert all(len(run["node_bytes"]) == 2 and all(run["peak_rss"].values()) for runs in cell["runs"].values()
                    for run in runs)
     assert {p.name for p in tmp_path.iterdir()} >= {"smoke" + TABLE, "smoke-ncf.png"}

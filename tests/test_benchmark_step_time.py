@@ -132,6 +132,20 @@ def test_compressed_configurations_pass_the_compressor_and_rows_carry_the_loss(b
     assert bench.summarize("mlp", "hand_ps", [run], [], 1)["loss"] is None, "baselines report none"
 
 
+def test_the_cluster_benchmark_takes_the_bucket_layouts_only_when_named(bench):
+    """``cluster_step_time --configs AllReduce_128mib ...`` (one ring against several, docs/performance.md phase 11)
+    runs AllReduce with buckets closed by bytes alone; the default configurations leave them out."""
+    import cluster_step_time
+    from step_time_run import launches
+    args = cluster_step_time._parser().parse_args(["--configs", "AllReduce_128mib", "AllReduce_16mib"])
+    assert args.configs == ["AllReduce_128mib", "AllReduce_16mib"]
+    assert not any(c.startswith("AllReduce_") and c.endswith("mib") for c in cluster_step_time._parser().parse_args(
+        []).configs)
+    chief, = launches("AllReduce_128mib")
+    assert json.loads(chief.role[chief.role.index("--builder-args") + 1]) == {"chunk_size": 2 ** 31,
+                                                                              "bucket_bytes": 128 << 20}
+
+
 @pytest.mark.slow
 def test_session_cpu_times_every_way_of_running_a_step(tmp_path):
     """``benchmarks/session_cpu.py`` at the tiny size: a row of CPU per step for every way (no timing asserted)."""

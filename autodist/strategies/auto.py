@@ -84,8 +84,9 @@ CANDIDATES = (("PS", PS), ("PSLoadBalancing", PSLoadBalancing), ("PartitionedPS"
               ("AllReduce", AllReduce), ("Parallax", Parallax))
 #: AllReduce's bucket sizes AutoStrategy prices (the first wins a tie): smaller buckets hide under backprop
 #: but their last, and pay a ring's messages each (``cost.model.last_bucket_s``). Not past the default: on
-#: CPUs TensorFlow's ring moved one 100 MB tensor at twice the CPU of 16 MiB pieces (docs/performance.md),
-#: a cost the model does not price.
+#: CPUs TensorFlow's ring moved one 100 MB tensor at twice the CPU of 16 MiB pieces, and on 2 emulated hosts one
+#: 96 MiB ring stepped 1.45x four or six rings of the same bytes (docs/performance.md, phase 11): a ring's own
+#: limit, which the model does not price.
 BUCKET_CHOICES = (DEFAULT_BUCKET_BYTES, 4 << 20, 1 << 20)
 #: AllReduce's ``chunk_size`` in the plans AutoStrategy prices and searches from: no bound on a bucket's
 #: members, which close by bytes alone, as MultiWorkerMirroredStrategy's packs do. AutoDist's default of 128
@@ -115,21 +116,31 @@ STARTS = (PSLoadBalancing(), PSLoadBalancing(local_proxy_variable=True),
 
 @dataclasses.dataclass(frozen=True)
 class AutoResult:
-    """The chosen plan, its name and every candidate's prediction (``(name, Prediction)``, in order)."""
+    """The chosen plan, its name and every candidate's prediction (``(name, Prediction)``, in order);
+    ``arguments``: ``(name, ((argument, value), ...))`` per preset, the arguments of the builder it was priced as
+    (AllReduce's ``bucket_bytes``: the one of ``BUCKET_CHOICES`` that priced cheapest; :meth:`arguments_of`);
+    the searched plan has none."""
 
     chosen: str
     strategy: Strategy
     candidates: Tuple[tuple, ...]
+    arguments: Tuple[tuple, ...] = ()
 
     @property
     def prediction(self):
         return dict(self.candidates)[self.chosen]
 
+    def arguments_of(self, name):
+        """The arguments of the builder candidate ``name`` was priced as (a dict), or None (the searched plan)."""
+        found = dict(self.arguments).get(name)
+        return None if found is None else dict(found)
+
     def to_dict(self):
         """The ``"auto"`` object of ``autodist plan --format json``."""
         return {"chosen": self.chosen, "predicted_step_ms": round(self.prediction.step_s * 1e3, 4),
                 "candidates": [{"name": name, "predicted_step_ms": round(p.step_s * 1e3, 4),
-                                "comm_share": round(p.comm_share, 4), "relayed": p.relayed}
+                                "comm_share": round(p.comm_share, 4), "relayed": p.relayed,
+                                "arguments": self.arguments_of(name)}
                                for name, p in self.candidates]}
 
 
@@ -200,16 +211,16 @@ class AutoStrategy(StrategyBuilder):
         compute = compute or Compute(0.0, source="none")
         statistics = statistics or BatchStatistics()
 
-        def price(name, strategy):
+        def price(name, strategy, builder=None):
             return name, strategy, predict(strategy, variables, compute, calibration, chief=resource_spec.chief,
-                                           statistics=statistics)
+                                           statistics=statistics), builder
 
         cpu_replicas = any(is_cpu(replica) for replica in replica_devices(resource_spec))
         starts = STARTS if cpu_replicas else STARTS[:1] + STARTS[2:]   # no node waits on GPUs: no proxies
         ends = [price(SEARCHED, plan_search.Search(variables, resource_spec, compute, calibration, start,
                                                    proxies=cpu_replicas, statistics=statistics).run())
                 for start in starts]
-        presets = [min((price(name, builder.build_from_variables(variables, resource_spec))
+        presets = [min((price(name, builder.build_from_variables(variables, resource_spec), builder)
                         for builder in _preset_builders(name, cls)), key=lambda p: round(p[2].step_s, 9))
                    for name, cls in CANDIDATES]
         best = min(range(len(presets)), key=lambda i: (round(presets[i][2].step_s, 9), _tie_rank(presets[i][0], i)))
@@ -220,7 +231,8 @@ class AutoStrategy(StrategyBuilder):
         priced = presets + [min(cleared or ends, key=lambda end: round(end[2].step_s, 9))]
         if cleared:
             best = len(priced) - 1
-        return AutoResult(priced[best][0], priced[best][1], tuple((name, p) for name, _, p in priced))
+        return AutoResult(priced[best][0], priced[best][1], tuple((name, p) for name, _, p, _ in priced),
+                          tuple((name, tuple(builder.arguments.items())) for name, _, _, builder in presets))
 
     def __repr__(self):
         return "AutoStrategy(batch={!r}{})".format(self._batch, "" if self._probe else ", probe=False")

@@ -52,10 +52,15 @@ class VariableStrategyBuilder(StrategyBuilder):
     as well. A subclass gives two functions: ``layout`` (the algorithm: one
     placement per variable, in order) and ``variable_entry`` (a placement as
     the contract's ``VariableEntry``, which ``contract.write_entry`` writes).
-    Constructor arguments are recorded in ``_args`` for ``repr``.
+    Constructor arguments are recorded in ``_args`` for ``repr`` and :attr:`arguments`.
     """
 
     _args = {}
+
+    @property
+    def arguments(self):
+        """The constructor's arguments, by name (a copy)."""
+        return dict(self._args)
 
     def build(self, graph_item, resource_spec):
         return self.build_from_variables(builder_variables(graph_item), resource_spec)

@@ -7,9 +7,10 @@ import sys
 import pytest
 
 from autodist import cli
+from autodist.cli import plan as plan_cli
 from autodist.plan.contract import read_entries
 from autodist.strategies import AutoStrategy
-from autodist.strategies.auto import SEARCHED, search_margin
+from autodist.strategies.auto import BUCKET_CHOICES, SEARCHED, search_margin
 from autodist.strategies.cost import Calibration, Compute, predict
 
 from strategy_inputs_for_tests import _spec_from, _var
@@ -57,7 +58,12 @@ def test_candidates_and_the_json_shape(nodes):
     assert _rule_holds(result)
     assert data["predicted_step_ms"] == dict((c["name"], c["predicted_step_ms"]) for c in data["candidates"])[
         data["chosen"]]
-    assert all(set(c) == {"name", "predicted_step_ms", "comm_share", "relayed"} for c in data["candidates"])
+    assert all(set(c) == {"name", "predicted_step_ms", "comm_share", "relayed", "arguments"}
+               for c in data["candidates"])
+    arguments = {c["name"]: c["arguments"] for c in data["candidates"]}
+    assert arguments[SEARCHED] is None and arguments["PS"] == {"local_proxy_variable": False, "sync": True,
+                                                                "staleness": 0}
+    assert arguments["AllReduce"]["bucket_bytes"] in BUCKET_CHOICES
     assert json.loads(json.dumps(data)) == data
 
 
@@ -200,9 +206,11 @@ def test_all_reduce_is_priced_at_each_bucket_size(nodes):
     assert best != DEFAULT_BUCKET_BYTES and priced[best] < priced[DEFAULT_BUCKET_BYTES], priced
     result = AutoStrategy(calibration=fast_gpus).search_variables(variables, gpus, Compute(0.5))
     assert dict(result.candidates)["AllReduce"].step_s == pytest.approx(priced[best])
+    assert result.arguments_of("AllReduce")["bucket_bytes"] == best, "the record names the size it priced"
     priced = _all_reduce_at(BUCKET_CHOICES, variables, nodes, Compute(0.5), _calibration())
     result = AutoStrategy(calibration=_calibration()).search_variables(variables, nodes, Compute(0.5))
     assert dict(result.candidates)["AllReduce"].step_s == pytest.approx(priced[DEFAULT_BUCKET_BYTES])
+    assert result.arguments_of("AllReduce")["bucket_bytes"] == DEFAULT_BUCKET_BYTES
     assert min(priced.values()) == pytest.approx(priced[DEFAULT_BUCKET_BYTES])
 
 
@@ -266,6 +274,11 @@ def test_plan_table_shows_the_candidates(capsys, item_file):
     chosen = [line for line in lines if line.startswith("  * ")]
     assert len(chosen) == 1
     assert sum(1 for line in lines if any(line[4:].startswith(name + " ") for name in PRESETS + [SEARCHED])) == 6
+    data = _plan(capsys, item_file, "-s", "AutoStrategy")
+    priced = [c["arguments"]["bucket_bytes"] for c in data["auto"]["candidates"] if c["name"] == "AllReduce"]
+    assert [line for line in lines if line[4:].startswith("AllReduce ")][0].endswith(
+        "buckets of " + plan_cli._mib(priced[0])), "the table names the bucket size the JSON records"
+    assert (plan_cli._mib(16 << 20), plan_cli._mib(512 << 10), plan_cli._mib(1000)) == ("16 MiB", "512 KiB", "1000 B")
     assert "imbalance λ = " in lines[-1]
 
 
