@@ -43,8 +43,8 @@ def _chosen(ready):
     bucket = (candidates.get(ready["chosen"], {}).get("arguments") or {}).get("bucket_bytes")
     if not bucket:
         return ready["chosen"]
-    unit, name = next(((u, n) for u, n in ((1 << 20, "MiB"), (1 << 10, "KiB")) if bucket % u == 0), (1, "B"))
-    return "{} {} {}".format(ready["chosen"], bucket // unit, name)
+    from autodist.strategies.report import exact_bytes
+    return "{} {}".format(ready["chosen"], exact_bytes(bucket))
 
 
 def _row(cell, config, runs):

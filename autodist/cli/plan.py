@@ -250,24 +250,17 @@ def _prediction_line(prediction, sources):
 def _auto_lines(auto):
     """AutoStrategy's candidates as a table, the chosen one marked."""
     from autodist.strategies.auto import SEARCHED, search_margin
+    from autodist.strategies.report import exact_bytes
     lines = ["", "AutoStrategy chose {} ({:.2f} ms predicted with the search's compute figure):".format(
         auto.chosen, auto.prediction.step_s * 1e3)]
     for name, prediction in auto.candidates:
         bucket = (auto.arguments_of(name) or {}).get("bucket_bytes")
         lines.append("  {} {:<16} {:>10.2f} ms  communication {:>4.0%}{}".format(
             "*" if name == auto.chosen else " ", name, prediction.step_s * 1e3, prediction.comm_share,
-            "  buckets of {}".format(_mib(bucket)) if bucket else ""))
+            "  buckets of {}".format(exact_bytes(bucket)) if bucket else ""))
     searched = dict(auto.candidates).get(SEARCHED)
     if auto.chosen != SEARCHED and searched is not None and searched.step_s < auto.prediction.step_s:
         relays = "; this one relays its all-reduce through the chief" if searched.relayed else ""
         lines.append("  (a searched plan replaces the best preset only when predicted at least {:.0%} cheaper{})".format(
             search_margin(searched), relays))
     return lines + [""]
-
-
-def _mib(nbytes):
-    """``16 MiB``, ``512 KiB``, ``1000 B``: a bucket size in the largest unit that divides it."""
-    for unit, name in ((1 << 20, "MiB"), (1 << 10, "KiB")):
-        if nbytes >= unit and nbytes % unit == 0:
-            return "{} {}".format(nbytes // unit, name)
-    return "{} B".format(nbytes)

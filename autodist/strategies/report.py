@@ -38,7 +38,7 @@ from autodist.strategies.inputs import BatchStatistics, keeps_proxy, node_of, re
 
 __all__ = ["ShardRow", "VariableRow", "DeviceRow", "PlanReport", "plan_report", "format_table",
            "ring_all_reduce_bytes", "ps_push_pull_bytes", "load_imbalance",
-           "human_bytes", "pieces"]
+           "human_bytes", "exact_bytes", "pieces"]
 
 _SYNCHRONIZER_NAMES = {"ps": "PS", "ar": "AllReduce"}
 
@@ -294,6 +294,15 @@ def human_bytes(n):
         value /= 1024
         if abs(value) < 1024 or unit == "TiB":
             return "{:.1f} {}".format(value, unit)
+
+
+def exact_bytes(n):
+    """``16 MiB``, ``512 KiB``, ``1000 B``: a size in the largest unit that divides it (a setting such as a bucket
+    size, shown as given; ``human_bytes`` rounds a measured amount)."""
+    for unit, name in ((1 << 20, "MiB"), (1 << 10, "KiB")):
+        if n >= unit and n % unit == 0:
+            return "{} {}".format(n // unit, name)
+    return "{} B".format(n)
 
 
 def _shape_text(shape):

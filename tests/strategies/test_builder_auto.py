@@ -7,11 +7,11 @@ import sys
 import pytest
 
 from autodist import cli
-from autodist.cli import plan as plan_cli
 from autodist.plan.contract import read_entries
 from autodist.strategies import AutoStrategy
 from autodist.strategies.auto import BUCKET_CHOICES, SEARCHED, search_margin
 from autodist.strategies.cost import Calibration, Compute, predict
+from autodist.strategies.report import exact_bytes
 
 from strategy_inputs_for_tests import _spec_from, _var
 
@@ -277,8 +277,8 @@ def test_plan_table_shows_the_candidates(capsys, item_file):
     data = _plan(capsys, item_file, "-s", "AutoStrategy")
     priced = [c["arguments"]["bucket_bytes"] for c in data["auto"]["candidates"] if c["name"] == "AllReduce"]
     assert [line for line in lines if line[4:].startswith("AllReduce ")][0].endswith(
-        "buckets of " + plan_cli._mib(priced[0])), "the table names the bucket size the JSON records"
-    assert (plan_cli._mib(16 << 20), plan_cli._mib(512 << 10), plan_cli._mib(1000)) == ("16 MiB", "512 KiB", "1000 B")
+        "buckets of " + exact_bytes(priced[0])), "the table names the bucket size the JSON records"
+    assert (exact_bytes(16 << 20), exact_bytes(512 << 10), exact_bytes(1000)) == ("16 MiB", "512 KiB", "1000 B")
     assert "imbalance λ = " in lines[-1]
 
 
