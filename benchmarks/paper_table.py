@@ -23,7 +23,8 @@ anchors two worker processes per host), and for each family:
 2. the link rate of the paper's compute-to-wire ratio (below), set on every
    link (``tc tbf``, both ways), and a spec at that rate (``network_bandwidth``,
    which AutoStrategy plans with when no probe ran; ``--calibrate`` probes it);
-3. rounds of every configuration, interleaved: the anchors (the hand-written
+3. rounds of every configuration, interleaved (even rounds in reverse order,
+   ``round_order``): the anchors (the hand-written
    TF1 parameter server ``hand_ps``, MultiWorkerMirroredStrategy with 25 MiB
    packs ``mwms_25mib``) and every builder and AutoStrategy.
 
@@ -163,10 +164,20 @@ def timed_steps(steps, min_timed_s, compute_s):
 
 def pending(cell, configs, rounds):
     """``[(round, config)]`` a cell has still to run, in the order they run: a configuration has its round ``r``
-    once it ran or failed ``r`` times (a failure is reported, not retried unless ``--retry-failed``)."""
+    once it ran or failed ``r`` times (a failure is reported, not retried unless ``--retry-failed``). Odd rounds
+    run ``configs`` in order, even rounds in reverse (``round_order``)."""
     def tried(config):
         return len(cell.get("runs", {}).get(config, ())) + len(cell.get("errors", {}).get(config, ()))
-    return [(r, config) for r in range(1, rounds + 1) for config in configs if tried(config) < r]
+    return [(r, config) for r in range(1, rounds + 1) for config in round_order(configs, r) if tried(config) < r]
+
+
+def round_order(configs, r):
+    """The order of round ``r``: ``configs`` forward in odd rounds, backward in even ones. A run's place in its
+    round moved its step: bert on 4 hosts, the second of two configurations a round stepped 489 ms (median of six
+    runs) and the first 451, whichever configuration it was (docs/performance.md, phase 12). With a fixed order
+    the last configuration, AutoStrategy, always paid it; reversed, two rounds give every configuration the same
+    mean place."""
+    return list(configs) if r % 2 else list(reversed(configs))
 
 
 def measured(cell):

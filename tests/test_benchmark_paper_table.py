@@ -232,10 +232,21 @@ def test_smoke_settings_replace_the_command_lines(bench):
 def test_a_configuration_that_ran_or_failed_in_a_round_is_not_pending_in_it(bench):
     cell = {"runs": {"hand_ps": [{}, {}], "PS": [{}]}, "errors": {"PS": ["round 2: boom"], "AllReduce": ["x"]}}
     configs = ["hand_ps", "PS", "AllReduce", "Parallax"]
-    assert bench.pending(cell, configs, 2) == [(1, "Parallax"), (2, "AllReduce"), (2, "Parallax")]
-    assert bench.pending(cell, configs, 3) == [(1, "Parallax"), (2, "AllReduce"), (2, "Parallax"), (3, "hand_ps"),
+    assert bench.pending(cell, configs, 2) == [(1, "Parallax"), (2, "Parallax"), (2, "AllReduce")]
+    assert bench.pending(cell, configs, 3) == [(1, "Parallax"), (2, "Parallax"), (2, "AllReduce"), (3, "hand_ps"),
                                                (3, "PS"), (3, "AllReduce"), (3, "Parallax")]
     assert bench.pending({"family": "ncf"}, ["PS"], 1) == [(1, "PS")]
+
+
+def test_even_rounds_run_the_configurations_backwards_so_none_always_runs_last(bench):
+    """A run's place in its round moved its step: with one order the last configuration (AutoStrategy) paid it in
+    every round; forward then backward, every configuration's mean place over two rounds is the same."""
+    configs = ["hand_ps", "mwms_25mib", "AllReduce", "AutoStrategy"]
+    todo = bench.pending({"family": "bert"}, configs, 2)
+    assert todo == [(1, c) for c in configs] + [(2, c) for c in reversed(configs)]
+    places = {c: [bench.round_order(configs, r).index(c) for r in (1, 2)] for c in configs}
+    assert {sum(p) for p in places.values()} == {len(configs) - 1}
+    assert bench.round_order(configs, 3) == configs and bench.round_order(configs, 4) == configs[::-1]
 
 
 def test_resume_continues_only_a_record_measured_under_the_same_settings(bench, tmp_path):
@@ -339,9 +350,9 @@ def test_a_resumed_table_runs_what_its_record_lacks_and_keeps_each_cells_compute
     _Cluster.made.clear()
     calls = _fake_runs(bench, monkeypatch)
     assert table(["--rounds", "2", "--resume", "--hosts", "2", "4", "--configs", "hand_ps", "PS", "Parallax"]) == 0
-    assert calls == [(2, "ncf", "Parallax"), (2, "ncf", "hand_ps"), (2, "ncf", "PS"), (2, "ncf", "Parallax"),
+    assert calls == [(2, "ncf", "Parallax"), (2, "ncf", "Parallax"), (2, "ncf", "PS"), (2, "ncf", "hand_ps"),
                      (4, "ncf", "compute"), (4, "ncf", "hand_ps"), (4, "ncf", "PS"), (4, "ncf", "Parallax"),
-                     (4, "ncf", "hand_ps"), (4, "ncf", "PS"), (4, "ncf", "Parallax")]
+                     (4, "ncf", "Parallax"), (4, "ncf", "PS"), (4, "ncf", "hand_ps")]   # round 2 backwards
     record = _record(tmp_path)
     cells = {c["hosts"]: c for c in record["cells"]}
     assert _Cluster.made[0].rates == [rate] and cells[2]["rate"] == rate and cells[4]["rate"] != rate
@@ -350,7 +361,7 @@ def test_a_resumed_table_runs_what_its_record_lacks_and_keeps_each_cells_compute
     assert [s["interrupted"] for s in record["sessions"]] == [False, False] and not record["interrupted"]
     out = capsys.readouterr().out
     assert "resuming {} (1 cells measured)".format(tmp_path / "t.json") in out
-    assert "(10/10) [4 hosts, ncf, round 2/2] Parallax" in out
+    assert "(10/10) [4 hosts, ncf, round 2/2] hand_ps" in out   # the last of the reversed round
 
     # nothing left: no cluster is made; then PS's failure run again on request
     _Cluster.made.clear()
