@@ -173,10 +173,10 @@ def pending(cell, configs, rounds):
 
 def round_order(configs, r):
     """The order of round ``r``: ``configs`` forward in odd rounds, backward in even ones. A run's place in its
-    round moved its step: bert on 4 hosts, the second of two configurations a round stepped 489 ms (median of six
-    runs) and the first 451, whichever configuration it was (docs/performance.md, phase 12). With a fixed order
-    the last configuration, AutoStrategy, always paid it; reversed, two rounds give every configuration the same
-    mean place."""
+    round may move its step: bert on 4 hosts, the second of two configurations a round stepped 489 ms (median of
+    six runs) and the first 451, whichever configuration it was, rounds overlapping (docs/performance.md, phase
+    12). With one order the last configuration (by default AutoStrategy) always paid it; an even number of rounds
+    now gives every configuration the same mean place (an odd number favours the first)."""
     return list(configs) if r % 2 else list(reversed(configs))
 
 
