@@ -7,7 +7,8 @@ Root only. For each rate it makes a two-node cluster (network namespaces on a
 bridge, every link shaped both ways, an sshd per node; node k pinned to core
 k, ``--threads`` per process), probes it (``autodist calibrate``: the link
 rates it reads against the shaping, and the cache AutoStrategy plans with),
-then runs ``step_time.py``'s configurations in rounds, interleaved: the TF1
+then runs ``step_time.py``'s configurations in rounds, interleaved (even
+rounds backwards, ``round_order``): the TF1
 hand-written parameter server and MultiWorkerMirroredStrategy with 25 MiB
 packs against every builder, AutoStrategy and the compressed all-reduces,
 all in the same namespaces (``cluster_step_time_run``), plus ``compute``: one
@@ -197,6 +198,16 @@ def print_table(rate, rows, model):
             print("    ! " + error[:400])
 
 
+def round_order(configs, r):
+    """The order of round ``r``: ``configs`` forward in odd rounds, backward in even ones. A run's place in its
+    round may move its step: bert on 4 hosts, the second of two configurations a round stepped 489 ms (median of
+    six runs) and the first 451, whichever configuration it was, rounds overlapping (docs/performance.md, phase
+    12). With one order the last configuration always paid it (``paper_table``'s AutoStrategy, this script's
+    compressed all-reduces); an even number of rounds gives every configuration the same mean place (an odd
+    number favours the first). Both benchmarks order their rounds with it."""
+    return list(configs) if r % 2 else list(reversed(configs))
+
+
 def run_rate(rate, args, directory):
     """Calibrate and run every round at one rate: ``(rows, link rates read)``."""
     runs = {config: ([], []) for config in (COMPUTE,) + tuple(args.configs)}
@@ -204,7 +215,7 @@ def run_rate(rate, args, directory):
         links = cluster.calibrate()
         print("calibrate read: " + ", ".join("{} {:.0f} Mbit/s".format(n, r / 1e6) for n, r in sorted(links.items())))
         for round_index in range(1, args.rounds + 1):
-            for config in runs:
+            for config in round_order(runs, round_index):
                 print("[{} round {}/{}] {} {} ...".format(rate, round_index, args.rounds, args.model, config),
                       end=" ", flush=True)
                 started = time.monotonic()

@@ -101,7 +101,7 @@ if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
 import _results  # noqa: E402
-from cluster_step_time import BenchCluster  # noqa: E402
+from cluster_step_time import BenchCluster, round_order  # noqa: E402
 from cluster_step_time_run import COMPUTE, run_on_cluster  # noqa: E402
 from paper_models import FAMILIES, PAPER, family_counts  # noqa: E402
 from paper_table_report import cell_key, load_record  # noqa: E402
@@ -169,15 +169,6 @@ def pending(cell, configs, rounds):
     def tried(config):
         return len(cell.get("runs", {}).get(config, ())) + len(cell.get("errors", {}).get(config, ()))
     return [(r, config) for r in range(1, rounds + 1) for config in round_order(configs, r) if tried(config) < r]
-
-
-def round_order(configs, r):
-    """The order of round ``r``: ``configs`` forward in odd rounds, backward in even ones. A run's place in its
-    round may move its step: bert on 4 hosts, the second of two configurations a round stepped 489 ms (median of
-    six runs) and the first 451, whichever configuration it was, rounds overlapping (docs/performance.md, phase
-    12). With one order the last configuration (by default AutoStrategy) always paid it; an even number of rounds
-    now gives every configuration the same mean place (an odd number favours the first)."""
-    return list(configs) if r % 2 else list(reversed(configs))
 
 
 def measured(cell):

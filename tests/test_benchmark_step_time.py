@@ -146,6 +146,40 @@ def test_the_cluster_benchmark_takes_the_bucket_layouts_only_when_named(bench):
                                                                               "bucket_bytes": 128 << 20}
 
 
+def test_the_cluster_benchmark_runs_even_rounds_backwards(bench, monkeypatch, tmp_path):
+    """``cluster_step_time.run_rate`` orders its rounds as ``paper_table`` does (``round_order``): with one order
+    the last configuration always paid its place in the round (docs/performance.md, phase 12)."""
+    import cluster_step_time
+
+    class Cluster:
+        rate = 1e9
+
+        def __init__(self, rate, args, directory):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def calibrate(self):
+            return {}
+
+    order = []
+
+    def run(cluster, model, config, args):
+        order.append(config)
+        return {"ms": [1.0], "node_bytes": {"n0": [1, 1]}, "cpu_s": 0.001}
+
+    monkeypatch.setattr(cluster_step_time, "BenchCluster", Cluster)
+    monkeypatch.setattr(cluster_step_time, "run_on_cluster", run)
+    args = cluster_step_time._parser().parse_args(["--configs", "hand_ps", "AllReduce", "--rounds", "2"])
+    cluster_step_time.run_rate("1gbit", args, str(tmp_path))
+    first = [cluster_step_time.COMPUTE, "hand_ps", "AllReduce"]
+    assert order == first + first[::-1]
+
+
 @pytest.mark.slow
 def test_session_cpu_times_every_way_of_running_a_step(tmp_path):
     """``benchmarks/session_cpu.py`` at the tiny size: a row of CPU per step for every way (no timing asserted)."""
