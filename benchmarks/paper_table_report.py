@@ -38,13 +38,18 @@ def _busiest(run, duplex=1.0):
 
 def _chosen(ready):
     """The plan AutoStrategy chose in a run, with the bucket size it priced AllReduce at (``AllReduce 16 MiB``;
-    records before the candidates carried their arguments name the plan alone)."""
+    records before the candidates carried their arguments name the plan alone), and ``(prior)`` when it planned
+    with the spec's prior figures: its probe failed or ran out of time (8 hosts at 616 Mbit/s outran 300 s,
+    docs/performance.md phase 13), and the choice is not the cost model's on this cluster."""
     candidates = {c["name"]: c for c in ready.get("auto", {}).get("candidates", ())}
     bucket = (candidates.get(ready["chosen"], {}).get("arguments") or {}).get("bucket_bytes")
-    if not bucket:
-        return ready["chosen"]
-    from autodist.strategies.report import exact_bytes
-    return "{} {}".format(ready["chosen"], exact_bytes(bucket))
+    chosen = ready["chosen"]
+    if bucket:
+        from autodist.strategies.report import exact_bytes
+        chosen = "{} {}".format(chosen, exact_bytes(bucket))
+    if (ready.get("calibration") or {}).get("source") == "prior":
+        chosen += " (prior)"
+    return chosen
 
 
 def _row(cell, config, runs):

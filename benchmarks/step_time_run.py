@@ -51,7 +51,7 @@ BASELINES = ("hand_ps", "mwms", "mwms_25mib")
 #: 2 ** 31 members: ``autodist.strategies.auto.FUSE_ALL`` (not imported: the harness imports no autodist; its runs take
 #: theirs from --package-root).
 BUCKETS = {"AllReduce_{}mib".format(mib): ("AllReduce", {"chunk_size": 2 ** 31, "bucket_bytes": mib << 20})
-           for mib in (1, 4, 16, 25, 128)}
+           for mib in (1, 4, 8, 16, 25, 128)}
 #: Builders with other arguments than their defaults: config -> (builder, its arguments).
 VARIANTS = dict(COMPRESSED, PS_proxy=("PS", {"local_proxy_variable": True}),
                 PSLoadBalancing_proxy=("PSLoadBalancing", {"local_proxy_variable": True}), **BUCKETS)

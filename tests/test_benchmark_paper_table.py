@@ -78,6 +78,11 @@ def test_rows_carry_the_issues_columns(monkeypatch):
     cell["runs"]["AutoStrategy"] = [_run([140.0], 4e6, chosen="AllReduce", auto=priced),
                                     _run([150.0], 4e6, chosen="searched", auto=priced)]
     assert {row["config"]: row for row in cell_rows(cell)}["AutoStrategy"]["chosen"] == "AllReduce 4 MiB/searched"
+    # a run that planned with the spec's prior (its probe failed) says so: that choice is not the model's on the cluster
+    cell["runs"]["AutoStrategy"] = [_run([140.0], 4e6, chosen="AllReduce", auto=priced, calibration={"source": "probe"}),
+                                    _run([150.0], 4e6, chosen="AllReduce", auto=priced, calibration={"source": "prior"})]
+    assert {row["config"]: row for row in cell_rows(cell)}["AutoStrategy"]["chosen"] == \
+        "AllReduce 4 MiB/AllReduce 4 MiB (prior)"
 
 
 def test_a_probed_link_slower_than_its_shaping_sets_the_bound(monkeypatch):

@@ -14,7 +14,7 @@ job's own server starts in the chief's process next. Nothing else probes:
 ``autodist plan``, the other nodes and ``probe=False`` plan with the cache or
 the prior. The probe takes 15-30 s on two
 nodes; the lines before and after it say so, and a line before each of its measurements. A probe that fails or runs
-longer than ``PROBE_TIMEOUT`` is stopped, and the plan uses the spec's prior
+longer than ``probe_timeout(spec)`` is stopped, and the plan uses the spec's prior
 (``network_bandwidth`` and fixed figures), with a line that says why and how
 to measure again (``autodist calibrate -r SPEC``). The child asks the kernel
 for a signal when its parent dies (``stop_with_parent``), so a chief killed
@@ -34,10 +34,22 @@ import time
 
 from autodist.strategies.cost.calibration import Calibration, calibration_path, load_calibration, prior_calibration
 
-__all__ = ["calibration_for_planning", "probe_in_child", "stop_with_parent", "PROBE_TIMEOUT"]
+__all__ = ["calibration_for_planning", "probe_in_child", "probe_timeout", "stop_with_parent", "PROBE_TIMEOUT",
+           "PROBE_S_PER_NODE"]
 
-#: Seconds the planning-time probe may take before it is stopped (two loopback nodes: about 17 s).
+#: Seconds the planning-time probe may take before it is stopped, at least (two loopback nodes: about 17 s).
 PROBE_TIMEOUT = 300.0
+#: Seconds a node, the bound from six nodes on: a probe's rings take 2 (N - 1) steps, and emulated hosts sharing
+#: two cores probed 2, 4 and 8 hosts in about 35, 80 and 280 s (8 at 779 Mbit/s); 8 at 616 Mbit/s ran past
+#: 300 s in both runs of a cell, which AutoStrategy then planned with the spec's prior (docs/performance.md,
+#: phase 13).
+PROBE_S_PER_NODE = 60.0
+
+
+def probe_timeout(spec):
+    """The bound on ``spec``'s planning-time probe: ``PROBE_TIMEOUT``, or ``PROBE_S_PER_NODE`` a node where
+    that is more (8 nodes: 480 s)."""
+    return max(PROBE_TIMEOUT, PROBE_S_PER_NODE * len(spec.nodes))
 #: Seconds a stopped probe gets to stop its nodes' processes before it is killed.
 _STOP_GRACE = 30.0
 #: prctl(2): the signal this process gets when the thread that started it ends (Linux).
@@ -58,7 +70,7 @@ def calibration_for_planning(spec, probe=True, say=None):
         "{}) ...".format(spec.path, " ".join(spec.nodes), calibration_path(spec)))
     started = time.monotonic()
     try:
-        found = probe_in_child(spec, relay=lambda line: say("AutoStrategy: " + line))
+        found = probe_in_child(spec, timeout=probe_timeout(spec), relay=lambda line: say("AutoStrategy: " + line))
     except (ProbeFailed, OSError) as e:   # OSError: the spec's copy could not be written
         say("AutoStrategy: the probe failed ({}); planning with the spec's prior figures instead. Measure the "
             "cluster with: autodist calibrate -r {}".format(e, spec.path))

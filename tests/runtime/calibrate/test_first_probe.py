@@ -90,6 +90,25 @@ def test_a_failed_probe_falls_back_to_the_prior_and_says_how_to_measure(spec, mo
     assert len(failures) == 2   # the builder does not try again at every build
 
 
+def test_the_probe_of_a_larger_cluster_gets_a_larger_bound(spec, monkeypatch):
+    """300 s up to five nodes, 60 s a node beyond: 8 emulated hosts ran past 300 s and planned with the prior."""
+    nodes = [{"address": "127.0.0.{}".format(i + 1)} for i in range(8)]
+    nodes[0]["chief"] = True
+    eight = ResourceSpec.from_dict({"nodes": nodes})
+    assert first_probe.probe_timeout(spec) == first_probe.PROBE_TIMEOUT == 300.0
+    assert first_probe.probe_timeout(eight) == 480.0
+    bounds = []
+
+    def fail(probed_spec, timeout=None, relay=None):
+        bounds.append(timeout)
+        raise first_probe.ProbeFailed("it ran longer than {:.0f} s".format(timeout))
+
+    monkeypatch.setattr(first_probe, "probe_in_child", fail)
+    said = []
+    assert first_probe.calibration_for_planning(eight, say=said.append) == prior_calibration(eight)
+    assert bounds == [480.0] and "it ran longer than 480 s" in said[-1]
+
+
 def test_auto_strategy_probes_once_per_cluster(spec, probes, tmp_path):
     builder = AutoStrategy()
     first = builder.job_calibration(spec, measure=first_probe.calibration_for_planning)
