@@ -59,7 +59,8 @@ the link's rate; with a probed duplex d below 1, a node's larger direction
 plus (1 - d) x its smaller) and the step over it, plan + transform seconds and the
 seconds to the first step (autodist), the peak memory of the fullest host,
 the ratio to the best anchor, the spread of its rounds (the slowest round's
-median over the fastest's) and AutoStrategy's pick. A goal that compares two
+median over the fastest's) and AutoStrategy's pick (``(prior)`` where it
+planned without a probe's figures). A goal that compares two
 rows says whether their rounds are apart (every round of one faster than
 every round of the other) or overlap: two rounds of plans that overlap do not
 tell them apart on this machine. The JSON goes to

@@ -40,7 +40,7 @@ def _chosen(ready):
     """The plan AutoStrategy chose in a run, with the bucket size it priced AllReduce at (``AllReduce 16 MiB``;
     records before the candidates carried their arguments name the plan alone), and ``(prior)`` when it planned
     with the spec's prior figures: its probe failed or ran out of time (8 hosts at 616 Mbit/s outran 300 s,
-    docs/performance.md phase 13), and the choice is not the cost model's on this cluster."""
+    docs/performance.md phase 13), so the plan was priced with the prior, not this cluster's measured figures."""
     candidates = {c["name"]: c for c in ready.get("auto", {}).get("candidates", ())}
     bucket = (candidates.get(ready["chosen"], {}).get("arguments") or {}).get("bucket_bytes")
     chosen = ready["chosen"]

@@ -79,8 +79,9 @@ def test_rows_carry_the_issues_columns(monkeypatch):
                                     _run([150.0], 4e6, chosen="searched", auto=priced)]
     assert {row["config"]: row for row in cell_rows(cell)}["AutoStrategy"]["chosen"] == "AllReduce 4 MiB/searched"
     # a run that planned with the spec's prior (its probe failed) says so: that choice is not the model's on the cluster
-    cell["runs"]["AutoStrategy"] = [_run([140.0], 4e6, chosen="AllReduce", auto=priced, calibration={"source": "probe"}),
-                                    _run([150.0], 4e6, chosen="AllReduce", auto=priced, calibration={"source": "prior"})]
+    probed, prior = {"source": "probe"}, {"source": "prior"}
+    cell["runs"]["AutoStrategy"] = [_run([140.0], 4e6, chosen="AllReduce", auto=priced, calibration=probed),
+                                    _run([150.0], 4e6, chosen="AllReduce", auto=priced, calibration=prior)]
     assert {row["config"]: row for row in cell_rows(cell)}["AutoStrategy"]["chosen"] == \
         "AllReduce 4 MiB/AllReduce 4 MiB (prior)"
 

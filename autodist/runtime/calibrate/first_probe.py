@@ -39,23 +39,25 @@ __all__ = ["calibration_for_planning", "probe_in_child", "probe_timeout", "stop_
 
 #: Seconds the planning-time probe may take before it is stopped, at least (two loopback nodes: about 17 s).
 PROBE_TIMEOUT = 300.0
-#: Seconds a node, the bound from six nodes on: a probe's rings take 2 (N - 1) steps, and emulated hosts sharing
-#: two cores probed 2, 4 and 8 hosts in about 35, 80 and 280 s (8 at 779 Mbit/s); 8 at 616 Mbit/s ran past
-#: 300 s in both runs of a cell, which AutoStrategy then planned with the spec's prior (docs/performance.md,
-#: phase 13).
+#: Seconds a node, the bound from six nodes on. An estimate, not yet checked on the cell that ran past 300 s:
+#: emulated hosts sharing two cores probed 2, 4 and 8 hosts in about 35, 80 and 280 s (8 at 779 Mbit/s), faster
+#: than linear in the nodes; 8 at 616 Mbit/s ran past 300 s in both runs of a cell, which AutoStrategy then
+#: planned with the spec's prior (docs/performance.md, phase 13). On separate machines a probe's rings grow
+#: with the nodes (2 (N - 1) steps each) and its link pairs stop at 4 nodes.
 PROBE_S_PER_NODE = 60.0
 
-
-def probe_timeout(spec):
-    """The bound on ``spec``'s planning-time probe: ``PROBE_TIMEOUT``, or ``PROBE_S_PER_NODE`` a node where
-    that is more (8 nodes: 480 s)."""
-    return max(PROBE_TIMEOUT, PROBE_S_PER_NODE * len(spec.nodes))
 #: Seconds a stopped probe gets to stop its nodes' processes before it is killed.
 _STOP_GRACE = 30.0
 #: prctl(2): the signal this process gets when the thread that started it ends (Linux).
 _PR_SET_PDEATHSIG = 1
 #: The signal the kernel sends a probe child whose parent ended.
 _PARENT_GONE = signal.SIGUSR2
+
+
+def probe_timeout(spec):
+    """The bound on ``spec``'s planning-time probe: ``PROBE_TIMEOUT``, or ``PROBE_S_PER_NODE`` a node where
+    that is more (8 nodes: 480 s)."""
+    return max(PROBE_TIMEOUT, PROBE_S_PER_NODE * len(spec.nodes))
 
 
 def calibration_for_planning(spec, probe=True, say=None):

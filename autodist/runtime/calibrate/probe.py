@@ -87,7 +87,8 @@ _LOCAL_RING_GROUP, _LOCAL_RING_KEY = 9, 9001   # the chief's two CPUs' all-reduc
 #: Timed runs per measurement: REPEATS, or SLOW_REPEATS where the spec's slowest link moves the 16 MiB ring
 #: all-reduce in more than SLOW_RUN_S a run. A run then varies little (the multi-host calibrate tests read
 #: shaped links within 15 % from 3), and 1 + 7 runs of every big measurement made a probe of 4 hosts at
-#: 105 Mbit/s take 268 s, and one of 8 hosts at 250 Mbit/s (0.94 s a ring) outran AutoStrategy's 300 s.
+#: 105 Mbit/s take 268 s, and one of 8 hosts at 250 Mbit/s (0.94 s a ring) outran AutoStrategy's bound then,
+#: 300 s (``first_probe.probe_timeout``).
 REPEATS, SLOW_REPEATS, SLOW_RUN_S = 7, 3, 0.5
 #: What names a running kernel: nodes that read the same here share one machine's cores (``machines``).
 BOOT_ID = "/proc/sys/kernel/random/boot_id"

@@ -97,6 +97,8 @@ def test_the_probe_of_a_larger_cluster_gets_a_larger_bound(spec, monkeypatch):
     eight = ResourceSpec.from_dict({"nodes": nodes})
     assert first_probe.probe_timeout(spec) == first_probe.PROBE_TIMEOUT == 300.0
     assert first_probe.probe_timeout(eight) == 480.0
+    for count, bound in ((5, 300.0), (6, 360.0)):
+        assert first_probe.probe_timeout(ResourceSpec.from_dict({"nodes": nodes[:count]})) == bound
     bounds = []
 
     def fail(probed_spec, timeout=None, relay=None):
