@@ -9,9 +9,10 @@ k, ``--threads`` per process), probes it (``autodist calibrate``: the link
 rates it reads against the shaping, and the cache AutoStrategy plans with),
 then runs ``step_time.py``'s configurations in rounds, interleaved (even
 rounds backwards, ``round_order``): the TF1 hand-written parameter server
-and MultiWorkerMirroredStrategy with 25 MiB packs against every builder, AutoStrategy and the compressed all-reduces,
-all in the same namespaces (``cluster_step_time_run``), plus ``compute``: one
-replica's step alone on one core. Columns per row: median / p90 ms of worker
+and MultiWorkerMirroredStrategy with 25 MiB packs against every builder,
+AutoStrategy and the compressed all-reduces, all in the same namespaces
+(``cluster_step_time_run``), plus ``compute``: one replica's step alone on
+one core. Columns per row: median / p90 ms of worker
 0's timed steps, CPU ms per step (every process in the namespaces), bytes on
 the busiest link per step (the larger of a node's bytes in and out, read off
 its interface), ``bound``: compute + those bytes at the link's rate, the

@@ -78,7 +78,7 @@ def test_rows_carry_the_issues_columns(monkeypatch):
     cell["runs"]["AutoStrategy"] = [_run([140.0], 4e6, chosen="AllReduce", auto=priced),
                                     _run([150.0], 4e6, chosen="searched", auto=priced)]
     assert {row["config"]: row for row in cell_rows(cell)}["AutoStrategy"]["chosen"] == "AllReduce 4 MiB/searched"
-    # a run that planned with the spec's prior (its probe failed) says so: that choice is not the model's on the cluster
+    # a run that planned with the spec's prior (its probe failed) says so: it was not priced with this cluster's figures
     probed, prior = {"source": "probe"}, {"source": "prior"}
     cell["runs"]["AutoStrategy"] = [_run([140.0], 4e6, chosen="AllReduce", auto=priced, calibration=probed),
                                     _run([150.0], 4e6, chosen="AllReduce", auto=priced, calibration=prior)]

@@ -85,11 +85,13 @@ class ProbeFailed(Exception):
     """The child probe ended without a calibration; the message says why."""
 
 
-def probe_in_child(spec, timeout=PROBE_TIMEOUT, relay=None):
+def probe_in_child(spec, timeout=None, relay=None):
     """Run ``autodist calibrate`` on ``spec`` in a child process; the :class:`Calibration` it cached.
 
-    The child reads a copy of ``spec`` as it is here (a job may have left nodes out of the file's).
-    ``relay(line)`` gets each of its progress lines (``calibrate 3/17: ...``) as it prints it."""
+    ``timeout``: seconds before it is stopped (None: ``probe_timeout(spec)``). The child reads a copy of
+    ``spec`` as it is here (a job may have left nodes out of the file's). ``relay(line)`` gets each of its
+    progress lines (``calibrate 3/17: ...``) as it prints it."""
+    timeout = probe_timeout(spec) if timeout is None else timeout
     with tempfile.TemporaryDirectory(prefix="autodist-plan-probe-") as scratch:
         try:
             child = subprocess.Popen(_calibrate_argv(_write_spec(spec, scratch)), stdin=subprocess.DEVNULL,
