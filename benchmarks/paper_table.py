@@ -58,7 +58,10 @@ of a node's bytes in and out), the row's lower bound (compute + those bytes at
 the link's rate; with a probed duplex d below 1, a node's larger direction
 plus (1 - d) x its smaller) and the step over it, plan + transform seconds and the
 seconds to the first step (autodist), the peak memory of the fullest host,
-the ratio to the best anchor, the spread of its rounds (the slowest round's
+the share of the job's cores its processes kept busy over the timed steps
+(``cpu busy``: their CPU seconds over the cores times the steps' time; near
+1.0 the machine's cores, not the links, set the step), the ratio to the best
+anchor, the spread of its rounds (the slowest round's
 median over the fastest's) and AutoStrategy's pick (``(prior)`` where it
 planned without a probe's figures). A goal that compares two
 rows says whether their rounds are apart (every round of one faster than
@@ -148,6 +151,11 @@ def emulated_rate(name, model, compute_s):
     return min(MAX_RATE, max(MIN_RATE, rate))
 
 
+def job_cpus(hosts, cores, pin):
+    """The cores a job's processes can run on: a host's processes share one core when pinned (``--pin``)."""
+    return min(hosts, len(cores)) if pin else len(cores)
+
+
 def sharing(hosts, replicas, cores):
     """Replicas per core when every host's replicas run on its one core and hosts share the cores."""
     return max(1.0, hosts * replicas / len(cores))
@@ -215,7 +223,7 @@ def measure_cell(cluster, cell, args):
     shared_ms = compute_ms * sharing(cluster.nodes, cluster.replicas, args.cores)
     cell.update(compute_ms=compute_ms, shared_compute_ms=shared_ms, paper_ratio=paper_ratio(PAPER[name]),
                 wire_bytes=wire_bytes(model), rate=args.rate or emulated_rate(name, model, shared_ms / 1e3),
-                fixed_rate=bool(args.rate), batch=model.batch,
+                fixed_rate=bool(args.rate), batch=model.batch, cpus=job_cpus(cluster.nodes, args.cores, args.pin),
                 steps=timed_steps(args.steps, args.min_timed_s, shared_ms / 1e3))
 
 

@@ -21,7 +21,7 @@ ANCHORS = ("hand_ps", "mwms_25mib")
 SPARSE = ("bert", "ncf")
 GOALS = {"auto": 1.05, "sparse": 1.0 / 1.3, "dense": 1.0, "bound": 1.2}
 
-__all__ = ["apart", "cell_key", "cell_rows", "goals", "load_record", "report", "merged", "verdict"]
+__all__ = ["apart", "cell_key", "cell_rows", "goals", "load_record", "report", "merged", "verdict", "with_cpus"]
 
 
 def _median(values):
@@ -62,12 +62,15 @@ def _row(cell, config, runs):
     ready = [run.get("ready", {}) for run in runs]
     plan = _median([r.get("plan_s", 0.0) + r.get("transform_s", 0.0) if "plan_s" in r else None for r in ready])
     chosen = sorted({_chosen(r) for r in ready if r.get("chosen")})
+    measured = [run for run in runs if run.get("cpu_s") is not None and run["ms"]]
+    busy = (sum(run["cpu_s"] for run in measured) / (cell["cpus"] * sum(sum(run["ms"]) for run in measured) / 1e3)
+            if measured and cell.get("cpus") else None)
     return {"config": config, "median_ms": step, "rounds": len(runs), "round_ms": rounds,
             "spread": max(rounds) / min(rounds) if len(rounds) > 1 and min(rounds) > 0 else None,
             "examples_per_s_per_host": 1e3 * cell["replicas"] * cell["batch"] / step,
             "efficiency": cell["shared_compute_ms"] / step, "busiest_bytes": busiest, "bound_ms": bound,
             "x_bound": step / bound, "plan_transform_s": plan, "startup_s": _median([r.get("startup_s") for r in ready]),
-            "peak_rss_bytes": max(max(run.get("peak_rss", {0: 0}).values()) for run in runs),
+            "peak_rss_bytes": max(max(run.get("peak_rss", {0: 0}).values()) for run in runs), "cpu_busy": busy,
             "chosen": "/".join(chosen) or None, "errors": cell["errors"].get(config, [])}
 
 
@@ -115,7 +118,8 @@ def goals(cells):
             found.append(("{}: best plan / best anchor <= {:.2f}".format(where, want), value, value <= want,
                           apart(plan, anchor)))
         for row in rows.values():
-            found.append(("{}: {} / its lower bound <= {}".format(where, row["config"], GOALS["bound"]),
+            busy = "" if row["cpu_busy"] is None else " (cores {:.0%} busy)".format(row["cpu_busy"])
+            found.append(("{}: {} / its lower bound <= {}{}".format(where, row["config"], GOALS["bound"], busy),
                           row["x_bound"], row["x_bound"] <= GOALS["bound"], None))
     return found
 
@@ -129,9 +133,10 @@ def verdict(met, separated, yes="met", no="NOT met"):
 _COLUMNS = (("config", "{}", 20), ("median_ms", "{:.1f}", 10), ("examples_per_s_per_host", "{:.1f}", 9),
             ("efficiency", "{:.2f}", 5), ("busiest_bytes", "{:.3g}", 9), ("bound_ms", "{:.1f}", 9),
             ("x_bound", "{:.2f}", 6), ("plan_transform_s", "{:.2f}", 7), ("startup_s", "{:.1f}", 7),
-            ("peak_rss_bytes", "{:.3g}", 9), ("ratio", "{:.2f}", 6), ("spread", "{:.2f}", 6), ("chosen", "{}", 24))
+            ("peak_rss_bytes", "{:.3g}", 9), ("cpu_busy", "{:.2f}", 8), ("ratio", "{:.2f}", 6), ("spread", "{:.2f}", 6),
+            ("chosen", "{}", 24))
 _HEADS = ("config", "ms/step", "ex/s/host", "eff", "busiest B", "bound ms", "x bnd", "plan s", "start s",
-          "peak mem", "ratio", "spread", "AutoStrategy")
+          "peak mem", "cpu busy", "ratio", "spread", "AutoStrategy")
 
 
 def _cells_text(row):
@@ -176,6 +181,9 @@ def markdown(cells, checked):
         out.append("|" + "---|" * len(_HEADS))
         out += ["| " + " | ".join(_cells_text(row)) + " |" for row in cell_rows(cell) if row["median_ms"] is not None]
         out.append("")
+    out.append("cpu busy: the share of the job's cores its processes kept busy over the timed steps; near 1.0 "
+               "the cores, not the links, set the step (the bound counts only the model's compute on them).")
+    out.append("")
     out.append("spread: a row's slowest round over its fastest (median steps). A goal comparing two rows says "
                "whether their rounds are apart (every round of one faster than every round of the other) or "
                "overlap (this run does not tell them apart).")
@@ -223,9 +231,18 @@ def plot(cells, family, path):
     return path
 
 
+def with_cpus(cell, record):
+    """``cell`` with the cores its job could use (``cpus``): recorded since the column came, else from the record
+    (its cores; a pinned host's processes share one)."""
+    if "cpus" in cell or not record.get("cores"):
+        return cell
+    pinned = record.get("settings", {}).get("pin", True)
+    return dict(cell, cpus=min(cell["hosts"], record["cores"]) if pinned else record["cores"])
+
+
 def report(record, out_dir, label):
     """Print the tables and goals; write ``<label>.md`` and the plots into ``out_dir``; returns their paths."""
-    cells = record["cells"]
+    cells = [with_cpus(cell, record) for cell in record["cells"]]
     for cell in cells:
         print("\n" + table_text(cell))
     checked = goals(cells)
@@ -264,7 +281,7 @@ def merged(records):
     for record in records:
         for cell in record["cells"]:
             if any(cell.get("runs", {}).values()):
-                cells[cell_key(cell)] = cell
+                cells[cell_key(cell)] = with_cpus(cell, record)
     return {"cells": sorted(cells.values(), key=cell_key), "merged": True}
 
 
