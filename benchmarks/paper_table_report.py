@@ -181,8 +181,9 @@ def markdown(cells, checked):
         out.append("|" + "---|" * len(_HEADS))
         out += ["| " + " | ".join(_cells_text(row)) + " |" for row in cell_rows(cell) if row["median_ms"] is not None]
         out.append("")
-    out.append("cpu busy: the share of the job's cores its processes kept busy over the timed steps; near 1.0 "
-               "the cores, not the links, set the step (the bound counts only the model's compute on them).")
+    out.append("cpu busy: the share of the job's cores its processes kept busy over the timed steps (read just "
+               "before and after them: a few per cent above 1.0 is all busy); near 1.0 the cores, not the links, "
+               "set the step (the bound counts only the model's compute on them).")
     out.append("")
     out.append("spread: a row's slowest round over its fastest (median steps). A goal comparing two rows says "
                "whether their rounds are apart (every round of one faster than every round of the other) or "
