@@ -61,8 +61,8 @@ seconds to the first step (autodist), the peak memory of the fullest host,
 the share of the job's cores its processes kept busy over the timed steps
 (``cpu busy``: their CPU seconds over the cores times the steps' time; near
 1.0 the machine's cores, not the links, set the step; the CPU is read just
-before and after the timed steps, so it can come a few per cent above 1.0), the ratio to the best
-anchor, the spread of its rounds (the slowest round's
+before and after the timed steps, so it can come a few per cent above 1.0),
+the ratio to the best anchor, the spread of its rounds (the slowest round's
 median over the fastest's) and AutoStrategy's pick (``(prior)`` where it
 planned without a probe's figures). A goal that compares two
 rows says whether their rounds are apart (every round of one faster than
