@@ -1,8 +1,9 @@
 """One run of one configuration on an emulated cluster (``autodist cluster``): its processes, its counters.
 
     result = run_on_cluster(cluster, "mlp", "AllReduce", args)
-    # {"ms": [...worker 0's timed steps...], "cpu_s": ..., "node_bytes": {address: [rx, tx]}, "loss": ...,
-    #  "cpu_threads": {thread kind: s}, "peak_rss": {address: bytes}, "ready": {"startup_s": ..., ...}, "notes": []}
+    # {"ms": [...worker 0's timed steps...], "cpu_s": ..., "cpu_wall_s": ..., "node_bytes": {address: [rx, tx]},
+    #  "loss": ..., "cpu_threads": {thread kind: s}, "peak_rss": {address: bytes}, "ready": {"startup_s": ...},
+    #  "notes": []}
 
 The processes are ``step_time.py --role ...`` (``step_time_roles``: the same
 roles, protocol and models as on loopback), each started inside its node's
@@ -12,7 +13,8 @@ spec (whose ``cores`` pin it). Between worker 0's ``ready`` and ``done`` the
 harness reads every node's interface counters (bytes in and out of eth0:
 everything that crossed its link) and the CPU time of every process in the
 cluster's namespaces (the training processes and the sshd sessions carrying
-the other node's output), in all and per kind of thread (``cpu_threads``: a
+the other node's output; ``cpu_wall_s``: the wall time between the two
+reads), in all and per kind of thread (``cpu_threads``: a
 thread's name less its number, ``tf_Compute``, ``collective_ops``,
 ``event_engine``, ``python``...; threads that ended in between count in
 ``cpu_s`` only). After ``done`` it also reads each node's peak memory
@@ -124,11 +126,13 @@ def _measure(cluster, table, events, reporter, release, timeout):
     ready = await_event(table, events, "ready", deadline, timeout, starting=True)
     pids = namespace_pids(cluster.names, cluster.nodes)
     cpu_before, bytes_before = {p: cpu_seconds(p) for p in pids}, node_bytes(cluster.names, cluster.nodes)
+    window = time.monotonic()
     threads_before = {p: thread_cpu_seconds(p) for p in pids}
     _tell(reporter, "go")
     done = await_event(table, events, "done", deadline, timeout, starting=False)
     bytes_after = node_bytes(cluster.names, cluster.nodes)
     pids = namespace_pids(cluster.names, cluster.nodes)
+    window = time.monotonic() - window
     cpu = sum(cpu_seconds(p) - cpu_before.get(p, 0.0) for p in pids)
     threads = _by_thread_kind(pids, threads_before)
     memory = peak_rss(cluster.names, cluster.nodes)
@@ -138,8 +142,8 @@ def _measure(cluster, table, events, reporter, release, timeout):
         pass
     _tell(reporter, "end")
     moved = {a: [after - before for after, before in zip(bytes_after[a], bytes_before[a])] for a in bytes_after}
-    return {"ms": done["ms"], "cpu_s": cpu, "cpu_threads": threads, "node_bytes": moved, "loss": done.get("loss"),
-            "peak_rss": memory, "ready": {key: value for key, value in ready.items() if key != "event"}}
+    return {"ms": done["ms"], "cpu_s": cpu, "cpu_wall_s": window, "cpu_threads": threads, "node_bytes": moved,
+            "loss": done.get("loss"), "peak_rss": memory, "ready": {key: value for key, value in ready.items() if key != "event"}}
 
 
 def run_on_cluster(cluster, model, config, args):

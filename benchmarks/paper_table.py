@@ -59,13 +59,12 @@ the link's rate; with a probed duplex d below 1, a node's larger direction
 plus (1 - d) x its smaller) and the step over it, plan + transform seconds and the
 seconds to the first step (autodist), the peak memory of the fullest host,
 the share of the job's cores its processes kept busy over the timed steps
-(``cpu busy``: their CPU seconds over the cores times the steps' time; near
-1.0 the machine's cores, not the links, set the step; the CPU is read just
-before and after the timed steps, so it can come a few per cent above 1.0),
-the ratio to the best anchor, the spread of its rounds (the slowest round's
-median over the fastest's) and AutoStrategy's pick (``(prior)`` where it
-planned without a probe's figures). A goal that compares two
-rows says whether their rounds are apart (every round of one faster than
+(``cpu busy``: their CPU seconds over the cores times the wall time they were
+counted over, from worker 0's ``ready`` to its ``done``; near 1.0 the
+machine's cores, not the links, set the step), the ratio to the best anchor,
+the spread of its rounds (the slowest round's median over the fastest's) and
+AutoStrategy's pick (``(prior)`` where it planned without a probe's
+figures). A goal that compares two rows says whether their rounds are apart (every round of one faster than
 every round of the other) or overlap: two rounds of plans that overlap do not
 tell them apart on this machine. The JSON goes to
 ``benchmarks/results/<label>.json`` after every run (a stopped run keeps what
@@ -109,7 +108,7 @@ import _results  # noqa: E402
 from cluster_step_time import BenchCluster, round_order  # noqa: E402
 from cluster_step_time_run import COMPUTE, run_on_cluster  # noqa: E402
 from paper_models import FAMILIES, PAPER, family_counts  # noqa: E402
-from paper_table_report import cell_key, load_record  # noqa: E402
+from paper_table_report import cell_key, job_cpus, load_record  # noqa: E402
 from step_time_run import BUCKETS, BUILDERS, RunFailed  # noqa: E402
 
 ANCHORS = ("hand_ps", "mwms_25mib")
@@ -150,11 +149,6 @@ def emulated_rate(name, model, compute_s):
     """The link rate (bit/s) that gives a step of ``compute_s`` the paper's compute-to-wire ratio."""
     rate = wire_bytes(model) * 8 * paper_ratio(PAPER[name]) / compute_s
     return min(MAX_RATE, max(MIN_RATE, rate))
-
-
-def job_cpus(hosts, cores, pin):
-    """The cores a job's processes can run on: a host's processes share one core when pinned (``--pin``)."""
-    return min(hosts, len(cores)) if pin else len(cores)
 
 
 def sharing(hosts, replicas, cores):
@@ -224,7 +218,7 @@ def measure_cell(cluster, cell, args):
     shared_ms = compute_ms * sharing(cluster.nodes, cluster.replicas, args.cores)
     cell.update(compute_ms=compute_ms, shared_compute_ms=shared_ms, paper_ratio=paper_ratio(PAPER[name]),
                 wire_bytes=wire_bytes(model), rate=args.rate or emulated_rate(name, model, shared_ms / 1e3),
-                fixed_rate=bool(args.rate), batch=model.batch, cpus=job_cpus(cluster.nodes, args.cores, args.pin),
+                fixed_rate=bool(args.rate), batch=model.batch,
                 steps=timed_steps(args.steps, args.min_timed_s, shared_ms / 1e3))
 
 
@@ -251,6 +245,7 @@ def run_cell(cluster, cell, args, save, progress):
     cell.update(hosts=cluster.nodes, replicas=cluster.replicas)
     cell.setdefault("runs", {})
     cell.setdefault("errors", {})
+    cell.setdefault("cpus", job_cpus(cluster.nodes, len(args.cores), args.pin))   # resume keeps cores and pinning
     resumed = measured(cell)
     if not resumed:
         measure_cell(cluster, cell, args)

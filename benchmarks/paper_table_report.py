@@ -21,7 +21,8 @@ ANCHORS = ("hand_ps", "mwms_25mib")
 SPARSE = ("bert", "ncf")
 GOALS = {"auto": 1.05, "sparse": 1.0 / 1.3, "dense": 1.0, "bound": 1.2}
 
-__all__ = ["apart", "cell_key", "cell_rows", "goals", "load_record", "report", "merged", "verdict", "with_cpus"]
+__all__ = ["apart", "cell_key", "cell_rows", "goals", "job_cpus", "load_record", "report", "merged", "verdict",
+           "with_cpus"]
 
 
 def _median(values):
@@ -52,6 +53,18 @@ def _chosen(ready):
     return chosen
 
 
+def _cpu_wall(run):
+    """The wall time a run's ``cpu_s`` was counted over; runs recorded before it was kept: worker 0's timed steps
+    (the other workers can lead or trail them by a step, so those runs' ``cpu busy`` can come above 1.0)."""
+    return run.get("cpu_wall_s") or sum(run["ms"]) / 1e3
+
+
+def job_cpus(hosts, cores, pin):
+    """The cores a job of ``hosts`` can run on, on a machine of ``cores``: a host's processes share one core when
+    pinned (``paper_table.py --pin``)."""
+    return min(hosts, cores) if pin else cores
+
+
 def _row(cell, config, runs):
     ms = [t for run in runs for t in run["ms"]]
     step = statistics.median(ms)
@@ -63,7 +76,7 @@ def _row(cell, config, runs):
     plan = _median([r.get("plan_s", 0.0) + r.get("transform_s", 0.0) if "plan_s" in r else None for r in ready])
     chosen = sorted({_chosen(r) for r in ready if r.get("chosen")})
     measured = [run for run in runs if run.get("cpu_s") is not None and run["ms"]]
-    busy = (sum(run["cpu_s"] for run in measured) / (cell["cpus"] * sum(sum(run["ms"]) for run in measured) / 1e3)
+    busy = (sum(run["cpu_s"] for run in measured) / (cell["cpus"] * sum(_cpu_wall(run) for run in measured))
             if measured and cell.get("cpus") else None)
     return {"config": config, "median_ms": step, "rounds": len(runs), "round_ms": rounds,
             "spread": max(rounds) / min(rounds) if len(rounds) > 1 and min(rounds) > 0 else None,
@@ -181,9 +194,10 @@ def markdown(cells, checked):
         out.append("|" + "---|" * len(_HEADS))
         out += ["| " + " | ".join(_cells_text(row)) + " |" for row in cell_rows(cell) if row["median_ms"] is not None]
         out.append("")
-    out.append("cpu busy: the share of the job's cores its processes kept busy over the timed steps (read just "
-               "before and after them: a few per cent above 1.0 is all busy); near 1.0 the cores, not the links, "
-               "set the step (the bound counts only the model's compute on them).")
+    out.append("cpu busy: the share of the job's cores its processes kept busy over the timed steps; near 1.0 the "
+               "cores, not the links, set the step (the bound counts only the model's compute on them). Runs "
+               "recorded before 2 December 2026 divide by worker 0's steps, which the others can lead or trail "
+               "by a step: up to a few per cent above 1.0 is all busy there.")
     out.append("")
     out.append("spread: a row's slowest round over its fastest (median steps). A goal comparing two rows says "
                "whether their rounds are apart (every round of one faster than every round of the other) or "
@@ -237,8 +251,7 @@ def with_cpus(cell, record):
     (its cores; a pinned host's processes share one)."""
     if "cpus" in cell or not record.get("cores"):
         return cell
-    pinned = record.get("settings", {}).get("pin", True)
-    return dict(cell, cpus=min(cell["hosts"], record["cores"]) if pinned else record["cores"])
+    return dict(cell, cpus=job_cpus(cell["hosts"], record["cores"], record.get("settings", {}).get("pin", True)))
 
 
 def report(record, out_dir, label):

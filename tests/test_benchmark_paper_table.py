@@ -36,8 +36,7 @@ def test_the_emulated_rate_keeps_the_ratio_and_its_bounds(bench, monkeypatch):
     assert bench.emulated_rate("bert", None, 1e-6) == bench.MAX_RATE
     assert bench.emulated_rate("bert", None, 1e6) == bench.MIN_RATE
     assert bench.sharing(8, 1, [0, 1]) == 4 and bench.sharing(2, 2, [0, 1]) == 2 and bench.sharing(1, 1, [0, 1]) == 1
-    assert bench.job_cpus(8, [0, 1], True) == 2 and bench.job_cpus(1, [0, 1], True) == 1
-    assert bench.job_cpus(1, [0, 1], False) == 2
+    assert bench.job_cpus(8, 2, True) == 2 and bench.job_cpus(1, 2, True) == 1 and bench.job_cpus(1, 2, False) == 2
 
 
 def test_a_run_times_enough_steps_to_cover_its_minimum_of_compute(bench):
@@ -89,14 +88,17 @@ def test_rows_carry_the_issues_columns(monkeypatch):
 
 
 def test_a_row_says_how_busy_it_kept_the_jobs_cores_and_the_bound_goal_repeats_it(monkeypatch, tmp_path):
-    """cpu busy: the job's CPU seconds over its cores times the timed steps' time; a record from before the
-    column gives its cells the cores of the record (one a host where pinned)."""
+    """cpu busy: the job's CPU seconds over its cores times the wall time they were counted over (worker 0's
+    timed steps in runs recorded before it was kept); a record from before the column gives its cells the cores
+    of the record (one a host where pinned)."""
     monkeypatch.syspath_prepend(BENCHMARKS)
-    from paper_table_report import cell_rows, goals, markdown, with_cpus
+    from paper_table_report import cell_rows, goals, markdown, merged, with_cpus
     cell = dict(_cell(), cpus=2)
     cell["runs"]["hand_ps"] = [dict(_run([300.0, 310.0], 2e6), cpu_s=0.9), dict(_run([200.0], 2e6), cpu_s=0.3)]
     rows = {row["config"]: row for row in cell_rows(cell)}
     assert rows["hand_ps"]["cpu_busy"] == pytest.approx(1.2 / (2 * 0.81))
+    cell["runs"]["PSLoadBalancing"] = [dict(_run([150.0, 150.0], 4e6), cpu_s=0.8, cpu_wall_s=0.5)]
+    assert {r["config"]: r for r in cell_rows(cell)}["PSLoadBalancing"]["cpu_busy"] == pytest.approx(0.8 / (2 * 0.5))
     assert rows["mwms_25mib"]["cpu_busy"] is None   # a run without its CPU seconds
     assert rows["hand_ps"]["median_ms"] == 300.0   # the column changes no step
     found = [g for g, _, _, _ in goals([cell]) if "lower bound" in g]
@@ -110,6 +112,9 @@ def test_a_row_says_how_busy_it_kept_the_jobs_cores_and_the_bound_goal_repeats_i
     assert with_cpus(old, {"cores": 4, "settings": {"pin": False}})["cpus"] == 4
     assert with_cpus(dict(old, cpus=3), {"cores": 4})["cpus"] == 3 and "cpus" not in with_cpus(old, {})
     assert "cpus" not in old   # not mutated
+    old["runs"]["hand_ps"] = [dict(_run([300.0], 2e6), cpu_s=0.3)]
+    record = {"cores": 2, "settings": {"pin": True}, "cells": [old]}
+    assert {r["config"]: r for r in cell_rows(merged([record])["cells"][0])}["hand_ps"]["cpu_busy"] == 0.5
 
 
 def test_a_probed_link_slower_than_its_shaping_sets_the_bound(monkeypatch):
