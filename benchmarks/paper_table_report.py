@@ -7,6 +7,9 @@
     python benchmarks/paper_table_report.py --label paper_table_all results/a.json results/b.json
                                       one report of several runs' cells; a cell (family, hosts,
                                       replicas) in more than one file is taken from the last
+    python benchmarks/paper_table_report.py --label paper_table_full results/paper_table_full.json
+                                      one record's tables and plots drawn again (this report's
+                                      columns); its JSON is left as it is
 
 A row is one configuration of one cell (a family at a number of hosts), over
 every round's timed steps; see ``paper_table``'s docstring for the columns.
@@ -305,6 +308,11 @@ def main(argv=None):
     parser.add_argument("--label", required=True, help="name of the report's files")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
     args = parser.parse_args(argv)
+    out = os.path.join(args.out, args.label + ".json")
+    inputs = [p for p in args.results if os.path.abspath(p) == os.path.abspath(out)]
+    if inputs and len(args.results) > 1:
+        parser.error("--label {}: the merged record would replace {}, one of the files it merges; pick another "
+                     "label".format(args.label, inputs[0]))
     records = []
     for path in args.results:
         try:
@@ -313,8 +321,9 @@ def main(argv=None):
             parser.error("{}: not a paper_table.py results file ({}: {})".format(path, type(e).__name__, e))
     record = merged(records)
     record["sources"] = [os.path.basename(p) for p in args.results]
-    with open(os.path.join(args.out, args.label + ".json"), "w") as handle:
-        json.dump(record, handle, indent=2)
+    if not inputs:   # a record drawn again under its own label keeps its JSON (its sessions, settings, cores)
+        with open(out, "w") as handle:
+            json.dump(record, handle, indent=2)
     report(record, args.out, args.label)
     return 0
 

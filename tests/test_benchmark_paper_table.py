@@ -238,6 +238,13 @@ def test_several_runs_make_one_report_the_later_cell_replacing_the_earlier(monke
     assert record["cells"][0]["runs"]["mwms_25mib"][0]["ms"] == [180.0] and record["sources"] == ["a.json", "b.json"]
     assert "| mwms_25mib | 180.0 |" in (tmp_path / ("all" + TABLE)).read_text()
     assert (tmp_path / "all-vgg16.png").exists() and (tmp_path / "all-bert.png").exists()
+    before = (tmp_path / "a.json").read_text()
+    assert main([str(tmp_path / "a.json"), "--label", "a", "--out", str(tmp_path)]) == 0   # drawn again in place
+    assert (tmp_path / "a.json").read_text() == before
+    assert "| mwms_25mib | 200.0 |" in (tmp_path / ("a" + TABLE)).read_text()
+    with pytest.raises(SystemExit):   # a merge that would replace one of its inputs
+        main([str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--label", "b", "--out", str(tmp_path)])
+    assert "results" in json.loads((tmp_path / "b.json").read_text())
     (tmp_path / "c.json").write_text("[]")
     for bad in ("missing.json", "c.json"):
         with pytest.raises(SystemExit):
