@@ -143,7 +143,8 @@ def _measure(cluster, table, events, reporter, release, timeout):
     _tell(reporter, "end")
     moved = {a: [after - before for after, before in zip(bytes_after[a], bytes_before[a])] for a in bytes_after}
     return {"ms": done["ms"], "cpu_s": cpu, "cpu_wall_s": window, "cpu_threads": threads, "node_bytes": moved,
-            "loss": done.get("loss"), "peak_rss": memory, "ready": {key: value for key, value in ready.items() if key != "event"}}
+            "loss": done.get("loss"), "peak_rss": memory,
+            "ready": {key: value for key, value in ready.items() if key != "event"}}
 
 
 def run_on_cluster(cluster, model, config, args):

@@ -64,9 +64,9 @@ counted over, from worker 0's ``ready`` to its ``done``; near 1.0 the
 machine's cores, not the links, set the step), the ratio to the best anchor,
 the spread of its rounds (the slowest round's median over the fastest's) and
 AutoStrategy's pick (``(prior)`` where it planned without a probe's
-figures). A goal that compares two rows says whether their rounds are apart (every round of one faster than
-every round of the other) or overlap: two rounds of plans that overlap do not
-tell them apart on this machine. The JSON goes to
+figures). A goal that compares two rows says whether their rounds are apart
+(every round of one faster than every round of the other) or overlap: two
+rounds of plans that overlap do not tell them apart on this machine. The JSON goes to
 ``benchmarks/results/<label>.json`` after every run (a stopped run keeps what
 it measured), the tables and a plot per family to ``--out`` (``paper_table_report``).
 The clusters are removed at the end, also after a failure, Ctrl-C or a SIGTERM
